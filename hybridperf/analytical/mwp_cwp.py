@@ -1,0 +1,141 @@
+"""Hong & Kim's MWP-CWP model (seed 002, ISCA 2009, Eqs. 5-27)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hybridperf.analytical._terms import Terms
+from hybridperf.analytical.launch import LaunchState, launch_state
+from hybridperf.hardware import GPUSpec
+from hybridperf.kernel import KernelProfile
+
+__all__ = ["MWPCWPResult", "REGIMES", "mwp_cwp"]
+
+FloatArray = npt.NDArray[np.float64]
+# Regime labels: the equation of seed 002 that gives Exec_cycles_app.
+REGIMES = {22: "balanced (Eq. 22: MWP = CWP = N)", 23: "memory-bound (Eq. 23: CWP >= MWP)",
+           24: "compute-bound (Eq. 24: MWP > CWP)", 0: "compute-only (no global memory)"}
+
+
+@dataclass(frozen=True, slots=True)
+class MWPCWPResult(Terms):
+    """Every intermediate term of the MWP-CWP model (cycles unless named otherwise)."""
+
+    mem_l_uncoal: FloatArray
+    mem_l_coal: FloatArray
+    weight_uncoal: FloatArray
+    weight_coal: FloatArray
+    mem_l: FloatArray
+    departure_delay: FloatArray
+    mwp_without_bw_full: FloatArray
+    mwp_without_bw: FloatArray
+    bw_per_warp_gbs: FloatArray
+    mwp_peak_bw: FloatArray
+    mwp: FloatArray
+    mem_cycles: FloatArray
+    comp_cycles: FloatArray
+    cwp_full: FloatArray
+    cwp: FloatArray
+    n: FloatArray
+    rep: FloatArray
+    active_sms: FloatArray
+    active_blocks_per_sm: FloatArray
+    regime: npt.NDArray[np.int64]
+    exec_cycles_app: FloatArray
+    synch_cost: FloatArray
+    exec_cycles: FloatArray
+    cpi: FloatArray
+    time_ms: FloatArray
+
+
+def mwp_cwp(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None = None,
+            active_blocks_per_sm: npt.ArrayLike | None = None) -> MWPCWPResult:
+    """Execution cycles from memory- and computation-warp parallelism (Hong & Kim, ISCA'09).
+
+    Implements seed 002 Eqs. 5-8 (MWP, BW_per_warp, CWP), 9-21 (latencies, weights, departure
+    delay, Mem_cycles, Comp_cycles, N, #Rep), 22-24 (Exec_cycles_app by regime), 25 (CPI) and
+    26-27 (synchronization cost), as restated in MODELS.md section 2. Where the seed and MODELS.md
+    agree the seed's numbering is used; no deviations.
+
+    Counts are per thread (= per warp for non-divergent code). ``#Comp_insts`` is
+    ``comp_insts + sfu_insts``; ``comp_insts`` already holds shared-memory and sync instructions
+    (shared-memory accesses count as computation, seed 002 Sec. 3.6),
+    ``#Mem_insts`` = coalesced + uncoalesced global memory instructions, ``#Total_insts`` their sum.
+    Kernels with no global memory instruction (Eqs. 13-14 undefined) are modelled as pure
+    computation, ``Comp_cycles * N * #Rep``, regime 0.
+
+    Parameters
+    ----------
+    profile : KernelProfile
+        Launch resources and per-thread counts.
+    gpu : GPUSpec
+        Uses ``dram_latency_cycles`` (Mem_LD), ``departure_delay_coal_cycles``,
+        ``departure_delay_uncoal_cycles``, ``issue_cycles``, ``core_clock_mhz`` (Freq),
+        ``dram_bandwidth_gbs`` (Mem_Bandwidth) and ``sm_count``.
+    launch : LaunchState, optional
+        Precomputed launch geometry.
+    active_blocks_per_sm : array_like, optional
+        Resident blocks per SM, overriding the occupancy calculator (the paper states it).
+
+    Returns
+    -------
+    MWPCWPResult
+        Terms in cycles; ``time_ms`` = ``exec_cycles`` (Eq. 27) / Freq; ``regime`` = 22, 23 or 24.
+
+    Notes
+    -----
+    Limits stated by the paper (Sec. 3.5): no cache model, branch divergence not modelled,
+    #Rep is fractional (partial waves are not rounded up).
+    """
+    st = launch if launch is not None else launch_state(profile, gpu, active_blocks_per_sm=active_blocks_per_sm)
+    p = profile
+    uncoal, coal = p.uncoal_mem_insts, p.coal_mem_insts
+    mem_insts = uncoal + coal
+    has_mem = mem_insts > 0
+    safe_mem = np.where(has_mem, mem_insts, 1.0)
+    mem_ld = gpu.dram_latency_cycles
+    mem_l_uncoal = mem_ld + (p.uncoal_per_mw - 1.0) * gpu.departure_delay_uncoal_cycles   # (10)
+    mem_l_coal = np.full_like(mem_l_uncoal, mem_ld)                                       # (11)
+    w_uncoal = np.where(has_mem, uncoal / safe_mem, 0.0)                                   # (13)
+    w_coal = np.where(has_mem, coal / safe_mem, 0.0)                                       # (14)
+    mem_l = mem_l_uncoal * w_uncoal + mem_l_coal * w_coal                                  # (12)
+    dep = (gpu.departure_delay_uncoal_cycles * p.uncoal_per_mw * w_uncoal
+           + gpu.departure_delay_coal_cycles * w_coal)                                      # (15)
+    n = st.n_warps                                                                          # (20)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mwp_wo_full = np.where(has_mem, mem_l / dep, np.inf)                                # (16)
+        mwp_wo = np.minimum(mwp_wo_full, n)                                                 # (17)
+        bw_per_warp = np.where(has_mem, gpu.core_clock_mhz * 1e6 * p.load_bytes_per_warp
+                               / np.where(has_mem, mem_l, 1.0) / 1e9, 0.0)                  # (7), GB/s
+        mwp_peak = np.where(has_mem, gpu.dram_bandwidth_gbs / (bw_per_warp * st.active_sms), np.inf)  # (6)
+    mwp = np.minimum(np.minimum(mwp_wo, mwp_peak), n)                                       # (5)
+    mem_cycles = mem_l_uncoal * uncoal + mem_l_coal * coal                                  # (18)
+    comp_insts = p.comp_insts + p.sfu_insts
+    total_insts = comp_insts + mem_insts
+    comp_cycles = gpu.issue_cycles * total_insts                                            # (19)
+    cwp_full = (mem_cycles + comp_cycles) / comp_cycles                                     # (8)
+    cwp = np.minimum(cwp_full, n)                                                           # (9)
+    rep = st.rep                                                                            # (21)
+
+    e22 = (mem_cycles + comp_cycles + comp_cycles / safe_mem * (mwp - 1.0)) * rep
+    e23 = (mem_cycles * n / mwp + comp_cycles / safe_mem * (mwp - 1.0)) * rep
+    e24 = (mem_l + comp_cycles * n) * rep
+    e0 = comp_cycles * n * rep
+    is22 = (mwp == n) & (cwp == n)
+    is23 = ~is22 & ((cwp >= mwp) | (comp_cycles > mem_cycles))
+    regime = np.where(~has_mem, 0, np.where(is22, 22, np.where(is23, 23, 24))).astype(np.int64)
+    exec_app = np.select([regime == 0, regime == 22, regime == 23], [e0, e22, e23], e24)
+    synch = np.where(has_mem, dep * (mwp - 1.0), 0.0) * p.sync_insts * st.active_blocks_per_sm * rep  # (26)
+    exec_cycles = exec_app + synch                                                          # (27)
+    cpi = exec_app / (total_insts * (p.threads_per_block / gpu.warp_size) * p.blocks / st.active_sms)  # (25)
+    return MWPCWPResult(
+        mem_l_uncoal=mem_l_uncoal, mem_l_coal=mem_l_coal, weight_uncoal=w_uncoal, weight_coal=w_coal,
+        mem_l=mem_l, departure_delay=dep, mwp_without_bw_full=mwp_wo_full, mwp_without_bw=mwp_wo,
+        bw_per_warp_gbs=bw_per_warp, mwp_peak_bw=mwp_peak, mwp=mwp, mem_cycles=mem_cycles,
+        comp_cycles=comp_cycles, cwp_full=cwp_full, cwp=cwp, n=n, rep=rep, active_sms=st.active_sms,
+        active_blocks_per_sm=st.active_blocks_per_sm, regime=regime, exec_cycles_app=exec_app,
+        synch_cost=synch, exec_cycles=exec_cycles, cpi=cpi,
+        time_ms=exec_cycles / (gpu.core_clock_mhz * 1e3),
+    )

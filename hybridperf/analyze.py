@@ -1,0 +1,156 @@
+"""Run every analytical model on a kernel descriptor for a grid of parameter values."""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hybridperf.analytical.gpuperf import gpuperf
+from hybridperf.analytical.launch import launch_state
+from hybridperf.analytical.mwp_cwp import REGIMES, mwp_cwp
+from hybridperf.analytical.occupancy import occupancy
+from hybridperf.analytical.roofline import roofline
+from hybridperf.analytical.ryoo import ryoo_metrics
+from hybridperf.analytical.scaled_counts import scaled_counts
+from hybridperf.errors import HybridperfError
+from hybridperf.hardware import GPUSpec, load_gpu
+from hybridperf.kernel import KernelDescriptor, load_kernel
+
+__all__ = ["MODELS", "Analysis", "analyze", "parameter_grid", "parse_values"]
+
+MODELS = ("occupancy", "mwp-cwp", "gpuperf", "scaled-counts", "roofline", "ryoo")
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """Per-row parameters, feasibility, and each requested model's named terms."""
+
+    kernel: KernelDescriptor
+    gpu: GPUSpec
+    params: pd.DataFrame
+    feasible: np.ndarray
+    reason: np.ndarray
+    terms: Mapping[str, pd.DataFrame]
+
+    def summary(self) -> pd.DataFrame:
+        """One row per launch: parameters, each model's time (ms) and the interpretable terms."""
+        out = self.params.copy()
+        t = self.terms
+        if "occupancy" in t:
+            out["occupancy"] = t["occupancy"]["occupancy"].to_numpy()
+            out["limiter"] = t["occupancy"]["limiter"].to_numpy()
+        if "mwp-cwp" in t:
+            m = t["mwp-cwp"]
+            out["mwp_cwp_ms"] = m["time_ms"].to_numpy()
+            out["mwp"] = m["mwp"].to_numpy()
+            out["cwp"] = m["cwp"].to_numpy()
+            out["regime"] = [REGIMES.get(int(r), "") if ok else "" for r, ok in zip(m["regime"], self.feasible)]
+        if "gpuperf" in t:
+            out["gpuperf_ms"] = t["gpuperf"]["time_ms"].to_numpy()
+        if "scaled-counts" in t:
+            out["scaled_counts_ms"] = t["scaled-counts"]["time_ms"].to_numpy()
+        if "roofline" in t:
+            out["roofline_ms"] = t["roofline"]["time_ms"].to_numpy()
+            out["roofline_bound"] = np.where(t["roofline"]["memory_bound"].to_numpy(), "memory", "compute")
+        out["status"] = np.where(self.feasible, "ok", "infeasible: " + self.reason.astype(str))
+        return out
+
+
+def parse_values(text: str) -> list[float]:
+    """Parse ``"4096"``, ``"1024,2048"``, ``"1024:8192:1024"`` (start:stop:step, inclusive) or
+    ``"1024:32768:x2"`` (geometric) into a list of numbers."""
+    out: list[float] = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if ":" in part:
+                start_s, stop_s, step_s = (part.split(":") + ["1"])[:3]
+                start, stop = float(start_s), float(stop_s)
+                if step_s.startswith("x"):
+                    factor = float(step_s[1:])
+                    if factor <= 1 or start <= 0:
+                        raise ValueError
+                    v = start
+                    while v <= stop * (1 + 1e-12):
+                        out.append(v)
+                        v *= factor
+                else:
+                    step = float(step_s)
+                    if step <= 0:
+                        raise ValueError
+                    out.extend(np.arange(start, stop + step / 2, step).tolist())
+            else:
+                out.append(float(part))
+        except ValueError:
+            raise HybridperfError(
+                f"cannot read value {part!r}; use a number, a list 1,2,3, a range 1024:8192:1024 "
+                "or a geometric range 1024:32768:x2"
+            ) from None
+    if not out or len(out) > 10_000_000:
+        raise HybridperfError(f"value list {text!r} gives {len(out)} values; give between 1 and 10,000,000")
+    return out
+
+
+def parameter_grid(values: Mapping[str, Sequence[float]]) -> pd.DataFrame:
+    """Cartesian product of parameter value lists, one column per parameter."""
+    names = list(values)
+    rows = list(itertools.product(*(values[n] for n in names))) if names else [()]
+    return pd.DataFrame(np.asarray(rows, dtype=np.float64).reshape(len(rows), len(names)), columns=names)
+
+
+def analyze(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[str, Any] | pd.DataFrame,
+            models: Sequence[str] = MODELS, adjusting_weight: float = 1.0) -> Analysis:
+    """Evaluate the descriptor and run the requested analytical models for every parameter row.
+
+    Parameters
+    ----------
+    kernel, gpu : descriptor / spec or their names or paths.
+    params : mapping of parameter name to scalar or array (broadcast), or a DataFrame of rows.
+        Missing parameters take their descriptor defaults.
+    models : subset of :data:`MODELS`.
+    adjusting_weight : seed 004 adjusting weight for ``scaled-counts`` (1 = uncalibrated).
+    """
+    kernel = load_kernel(kernel)
+    gpu = load_gpu(gpu)
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise HybridperfError(f"unknown model {unknown[0]!r}; choose from {', '.join(MODELS)}")
+    frame = params.copy() if isinstance(params, pd.DataFrame) else pd.DataFrame(
+        {k: np.atleast_1d(np.asarray(v, dtype=np.float64)) for k, v in params.items()} or {"_": [0.0]})
+    frame = frame.drop(columns=["_"], errors="ignore")
+    resolved = kernel.resolve({c: frame[c].to_numpy(dtype=np.float64) for c in frame.columns})
+    n = len(frame) if len(frame.columns) else 1
+    full = pd.DataFrame({k: np.broadcast_to(v, (n,)) for k, v in resolved.items()})
+    ok, reasons = kernel.constraint_mask(resolved)
+    ok = np.broadcast_to(ok, (n,)).copy()
+    reason = np.broadcast_to(np.asarray(reasons, dtype=object), (n,)).copy()
+    prof = kernel.profile(resolved)
+    occ = occupancy(gpu.limits, prof.threads_per_block, prof.registers_per_thread, prof.smem_per_block_bytes)
+    reason = np.where(ok & ~occ.feasible, occ.reason, reason)
+    ok &= occ.feasible
+    st = launch_state(prof, gpu, occ=occ)
+    terms: dict[str, pd.DataFrame] = {}
+    with np.errstate(all="ignore"):
+        for m in models:
+            if m == "occupancy":
+                df = occ.to_frame()
+            elif m == "mwp-cwp":
+                df = mwp_cwp(prof, gpu, launch=st).to_frame()
+            elif m == "gpuperf":
+                df = gpuperf(prof, gpu, launch=st).to_frame()
+            elif m == "scaled-counts":
+                df = scaled_counts(prof, gpu, launch=st, adjusting_weight=adjusting_weight).to_frame()
+            elif m == "roofline":
+                df = roofline(prof, gpu, launch=st).to_frame()
+            else:
+                df = ryoo_metrics(prof.ryoo_instr, prof.ryoo_regions, prof.total_threads,
+                                  prof.threads_per_block, st.active_blocks_per_sm, gpu.warp_size).to_frame()
+            df = df.iloc[np.arange(n) % len(df)].reset_index(drop=True)
+            numeric = df.select_dtypes(include="number").columns
+            df.loc[~ok, numeric] = np.nan
+            terms[m] = df
+    return Analysis(kernel=kernel, gpu=gpu, params=full, feasible=ok, reason=reason.astype(str), terms=terms)

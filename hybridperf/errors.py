@@ -1,0 +1,40 @@
+"""Error types raised where bad input enters hybridperf."""
+from __future__ import annotations
+
+__all__ = [
+    "DescriptorError",
+    "FormulaError",
+    "HybridperfError",
+    "InfeasibleConfigError",
+    "SpecError",
+    "UnknownGPUError",
+    "UnknownKernelError",
+]
+
+
+class HybridperfError(ValueError):
+    """Base class: every user-facing error is a ValueError with a one-line message."""
+
+
+class SpecError(HybridperfError):
+    """A GPU spec or compute-capability file is malformed."""
+
+
+class UnknownGPUError(HybridperfError):
+    """A GPU name matches no shipped spec and is not a readable path."""
+
+
+class DescriptorError(HybridperfError):
+    """A kernel descriptor file is malformed."""
+
+
+class UnknownKernelError(HybridperfError):
+    """A kernel name matches no shipped descriptor and is not a readable path."""
+
+
+class FormulaError(HybridperfError):
+    """A formula string is malformed or names an unknown parameter."""
+
+
+class InfeasibleConfigError(HybridperfError):
+    """A launch configuration exceeds a hard hardware limit."""

@@ -1,0 +1,301 @@
+"""GPU specs and per-compute-capability limits, loaded from versioned TOML data files."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from hybridperf.errors import SpecError, UnknownGPUError
+
+__all__ = [
+    "CCLimits",
+    "GPUSpec",
+    "gpu_names",
+    "list_gpus",
+    "load_cc_limits",
+    "load_gpu",
+]
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CCLimits:
+    """Per-SM limits and allocation granularities of one compute capability.
+
+    Sizes are in bytes, registers in 32-bit registers, granularities in warps.
+    Source: CUDA C++ Programming Guide, "Technical Specifications per Compute Capability",
+    and the CUDA Occupancy Calculator.
+    """
+
+    compute_capability: str
+    warp_size: int
+    max_threads_per_block: int
+    max_threads_per_sm: int
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    registers_per_sm: int
+    max_registers_per_block: int
+    max_registers_per_thread: int
+    register_alloc_unit: int
+    register_alloc_granularity: str
+    warp_alloc_granularity: int
+    smem_per_sm_bytes: int
+    max_smem_per_block_bytes: int
+    smem_alloc_unit_bytes: int
+    reserved_smem_per_block_bytes: int
+    source: str
+
+    def __post_init__(self) -> None:
+        if self.register_alloc_granularity not in ("warp", "block"):
+            raise SpecError(
+                f"compute capability {self.compute_capability}: register_alloc_granularity must be "
+                f"'warp' or 'block', got {self.register_alloc_granularity!r}"
+            )
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.type == "int" and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise SpecError(
+                    f"compute capability {self.compute_capability}: {f.name} must be a "
+                    f"non-negative integer, got {v!r}"
+                )
+
+
+_CC_INT_KEYS = tuple(f.name for f in dataclasses.fields(CCLimits) if f.type == "int")
+_SPEC_KEYS = (
+    "sm_count", "core_clock_mhz", "dram_bandwidth_gbs", "memory_gib", "l2_cache_kib",
+    "fp32_lanes_per_sm", "sfu_per_sm", "peak_fp32_gflops",
+)
+_MODEL_KEYS = (
+    "dram_latency_cycles", "departure_delay_coal_cycles", "departure_delay_uncoal_cycles",
+    "fp_latency_cycles", "avg_inst_latency_cycles", "issue_cycles", "l1_hit_latency_cycles",
+    "l2_hit_latency_cycles", "smem_latency_cycles", "sync_gamma", "transaction_bytes",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GPUSpec:
+    """One GPU: datasheet values, model machine parameters and per-SM limits.
+
+    Units are in the field names; ``sources`` maps every numeric field to where it came from.
+    """
+
+    name: str
+    compute_capability: str
+    sm_count: int
+    core_clock_mhz: float
+    dram_bandwidth_gbs: float
+    memory_gib: float
+    l2_cache_kib: float
+    fp32_lanes_per_sm: int
+    sfu_per_sm: int
+    peak_fp32_gflops: float
+    dram_latency_cycles: float
+    departure_delay_coal_cycles: float
+    departure_delay_uncoal_cycles: float
+    fp_latency_cycles: float
+    avg_inst_latency_cycles: float
+    issue_cycles: float
+    l1_hit_latency_cycles: float
+    l2_hit_latency_cycles: float
+    smem_latency_cycles: float
+    sync_gamma: float
+    transaction_bytes: float
+    limits: CCLimits
+    aliases: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    path: str = ""
+    sha256: str = ""
+
+    def __post_init__(self) -> None:
+        for key in _SPEC_KEYS + _MODEL_KEYS:
+            v = getattr(self, key)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
+                raise SpecError(f"{self.path or self.name}: {key} must be a positive number, got {v!r}")
+
+    @property
+    def warp_size(self) -> int:
+        return self.limits.warp_size
+
+    @property
+    def core_clock_hz(self) -> float:
+        return self.core_clock_mhz * 1e6
+
+    @property
+    def dram_bytes_per_cycle(self) -> float:
+        """DRAM bandwidth expressed in bytes per core cycle (the unit the cycle models use)."""
+        return self.dram_bandwidth_gbs * 1e9 / self.core_clock_hz
+
+    def replace(self, **changes: Any) -> GPUSpec:
+        """Return a copy with some machine parameters changed (e.g. after calibration)."""
+        return dataclasses.replace(self, **changes)
+
+
+def _read_toml(path: Path, error: type[Exception]) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise error(f"{path}: cannot read file ({exc.strerror}); check the path") from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: not valid TOML ({exc}); fix the syntax") from None
+
+
+@functools.cache
+def _cc_table() -> dict[str, CCLimits]:
+    ref = resources.files("hybridperf") / "data" / "compute_capabilities.toml"
+    path = Path(str(ref))
+    doc = _read_toml(path, SpecError)
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise SpecError(f"{path}: format_version must be {FORMAT_VERSION}")
+    out: dict[str, CCLimits] = {}
+    for cc, entry in doc.get("cc", {}).items():
+        missing = [k for k in _CC_INT_KEYS + ("register_alloc_granularity", "source") if k not in entry]
+        if missing:
+            raise SpecError(f"{path}: [cc.\"{cc}\"] is missing {', '.join(missing)}")
+        unknown = set(entry) - set(_CC_INT_KEYS) - {"register_alloc_granularity", "source"}
+        if unknown:
+            raise SpecError(f"{path}: [cc.\"{cc}\"] has unknown keys {sorted(unknown)}")
+        out[cc] = CCLimits(compute_capability=cc, **entry)
+    return out
+
+
+def load_cc_limits(compute_capability: str) -> CCLimits:
+    """Per-SM limits for a compute capability such as ``"8.6"``."""
+    table = _cc_table()
+    try:
+        return table[str(compute_capability)]
+    except KeyError:
+        raise SpecError(
+            f"unknown compute capability {compute_capability!r}; known: {', '.join(table)}"
+        ) from None
+
+
+def _values(path: Path, doc: dict[str, Any], section: str, keys: tuple[str, ...],
+            required: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    table = doc.get(section, {})
+    if not isinstance(table, dict):
+        raise SpecError(f"{path}: [{section}] must be a table")
+    unknown = set(table) - set(keys)
+    if unknown:
+        raise SpecError(
+            f"{path}: unknown key {section}.{sorted(unknown)[0]}; allowed keys: {', '.join(keys)}"
+        )
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in keys:
+        if key not in table:
+            if required:
+                raise SpecError(f"{path}: missing {section}.{key}; add {key} = {{ value = ..., source = \"...\" }}")
+            continue
+        entry = table[key]
+        if not isinstance(entry, dict) or set(entry) != {"value", "source"}:
+            raise SpecError(
+                f"{path}: {section}.{key} must be {{ value = ..., source = \"...\" }}, got {entry!r}"
+            )
+        value, source = entry["value"], entry["source"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise SpecError(f"{path}: {section}.{key} value must be a non-negative number, got {value!r}")
+        if not isinstance(source, str) or not source.strip():
+            raise SpecError(f"{path}: {section}.{key} needs a non-empty source (datasheet, table, 'calibrated'...)")
+        values[key] = value
+        sources[f"{section}.{key}"] = source
+    return values, sources
+
+
+def _parse_gpu(path: Path) -> GPUSpec:
+    raw = path.read_bytes() if path.is_file() else b""
+    doc = _read_toml(path, SpecError)
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise SpecError(
+            f"{path}: format_version must be {FORMAT_VERSION}, got {doc.get('format_version')!r}; "
+            "see docs/gpu-spec-format.md"
+        )
+    allowed_top = {"format_version", "name", "aliases", "compute_capability", "spec", "model", "limits", "notes"}
+    unknown = set(doc) - allowed_top
+    if unknown:
+        raise SpecError(f"{path}: unknown top-level key {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(allowed_top))}")
+    name = doc.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise SpecError(f"{path}: missing name; add name = \"...\"")
+    cc = doc.get("compute_capability")
+    if not isinstance(cc, str):
+        raise SpecError(f"{path}: compute_capability must be a string such as \"8.6\", got {cc!r}")
+    aliases = doc.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise SpecError(f"{path}: aliases must be a list of strings")
+    spec, s1 = _values(path, doc, "spec", _SPEC_KEYS, required=True)
+    model, s2 = _values(path, doc, "model", _MODEL_KEYS, required=True)
+    base = load_cc_limits(cc)
+    overrides, s3 = _values(path, doc, "limits", _CC_INT_KEYS, required=False)
+    limits = dataclasses.replace(base, **{k: int(v) for k, v in overrides.items()}) if overrides else base
+    for key in ("sm_count", "fp32_lanes_per_sm", "sfu_per_sm"):
+        if not float(spec[key]).is_integer():
+            raise SpecError(f"{path}: spec.{key} must be a whole number, got {spec[key]!r}")
+        spec[key] = int(spec[key])
+    return GPUSpec(
+        name=name, compute_capability=cc, limits=limits,
+        aliases=tuple(a.lower() for a in aliases),
+        sources={**s1, **s2, **s3}, path=str(path),
+        sha256=hashlib.sha256(raw).hexdigest(), **spec, **model,
+    )
+
+
+@functools.cache
+def _shipped() -> tuple[GPUSpec, ...]:
+    folder = Path(str(resources.files("hybridperf") / "gpus"))
+    specs = tuple(_parse_gpu(p) for p in sorted(folder.glob("*.toml")))
+    seen: dict[str, str] = {}
+    for s in specs:
+        for key in {_norm(s.name), _norm(Path(s.path).stem), *(_norm(a) for a in s.aliases)}:
+            if key in seen and seen[key] != s.path:
+                raise SpecError(f"{s.path}: name or alias {key!r} is also used by {seen[key]}")
+            seen[key] = s.path
+    return specs
+
+
+def _norm(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def list_gpus() -> list[GPUSpec]:
+    """Every shipped GPU spec, sorted by file name."""
+    return list(_shipped())
+
+
+def gpu_names() -> list[str]:
+    """Short names (file stems) of the shipped GPU specs."""
+    return [Path(s.path).stem for s in _shipped()]
+
+
+def load_gpu(name_or_path: str | Path) -> GPUSpec:
+    """Load a GPU spec by shipped name/alias (case and punctuation ignored) or by TOML path.
+
+    Raises
+    ------
+    UnknownGPUError
+        If the name matches no shipped spec and is not an existing file.
+    SpecError
+        If the file is malformed (the message names file, key and fix).
+    """
+    if isinstance(name_or_path, GPUSpec):
+        return name_or_path
+    text = str(name_or_path)
+    p = Path(text)
+    if p.suffix == ".toml" or p.is_file():
+        if not p.is_file():
+            raise UnknownGPUError(f"GPU spec file {text!r} does not exist; check the path")
+        return _parse_gpu(p)
+    key = _norm(text)
+    for s in _shipped():
+        if key in {_norm(s.name), _norm(Path(s.path).stem), *(_norm(a) for a in s.aliases)}:
+            return s
+    raise UnknownGPUError(
+        f"unknown GPU {text!r}; run 'hybridperf gpus' for the shipped names or pass a spec file path"
+    )

@@ -1,0 +1,412 @@
+"""Kernel descriptors (sizes, config space, formulas) and the per-launch KernelProfile they produce."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import itertools
+import math
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from hybridperf.errors import DescriptorError, UnknownKernelError
+from hybridperf.formula import Formula, compile_formula
+
+__all__ = [
+    "KernelDescriptor",
+    "KernelProfile",
+    "Param",
+    "kernel_names",
+    "list_kernels",
+    "load_kernel",
+]
+
+FORMAT_VERSION = 1
+FloatArray = npt.NDArray[np.float64]
+
+LAUNCH_KEYS = ("threads_per_block", "blocks", "registers_per_thread", "smem_per_block_bytes")
+REQUIRED_COUNTS = ("comp_insts", "coal_mem_insts", "uncoal_mem_insts")
+# Optional per-thread counts and the formula used when a descriptor leaves them out.
+OPTIONAL_COUNTS: dict[str, str] = {
+    "fp_insts": "comp_insts",
+    "sfu_insts": "0",
+    "sync_insts": "0",
+    "smem_insts": "0",
+    "uncoal_per_mw": "32",
+    "global_loads": "coal_mem_insts + uncoal_mem_insts",
+    "global_stores": "0",
+    "smem_loads": "smem_insts",
+    "smem_stores": "0",
+    "comp_cycles": "comp_insts",
+    "ilp": "1",
+    "mlp": "1",
+    "miss_ratio": "1",
+    "load_bytes_per_warp": "128",
+    "ryoo_instr": "comp_insts + sfu_insts + coal_mem_insts + uncoal_mem_insts",
+    "ryoo_regions": "1 + global_loads + sync_insts",
+    "flops": "fp_insts",
+    "dram_bytes": "4 * (global_loads + global_stores) * threads_per_block * blocks",
+}
+PROFILE_FIELDS = LAUNCH_KEYS + REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS)
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A size or config parameter: default, allowed values (config) and bounds."""
+
+    name: str
+    default: float | None = None
+    values: tuple[float, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KernelProfile:
+    """Per-launch resources and per-thread dynamic counts, one array element per row.
+
+    Units: threads, blocks, 32-bit registers per thread, bytes of shared memory per block,
+    instructions per thread, ``flops`` per thread, ``dram_bytes`` for the whole launch.
+    """
+
+    threads_per_block: FloatArray
+    blocks: FloatArray
+    registers_per_thread: FloatArray
+    smem_per_block_bytes: FloatArray
+    comp_insts: FloatArray
+    coal_mem_insts: FloatArray
+    uncoal_mem_insts: FloatArray
+    fp_insts: FloatArray
+    sfu_insts: FloatArray
+    sync_insts: FloatArray
+    smem_insts: FloatArray
+    uncoal_per_mw: FloatArray
+    global_loads: FloatArray
+    global_stores: FloatArray
+    smem_loads: FloatArray
+    smem_stores: FloatArray
+    comp_cycles: FloatArray
+    ilp: FloatArray
+    mlp: FloatArray
+    miss_ratio: FloatArray
+    load_bytes_per_warp: FloatArray
+    ryoo_instr: FloatArray
+    ryoo_regions: FloatArray
+    flops: FloatArray
+    dram_bytes: FloatArray
+
+    @classmethod
+    def from_values(cls, **values: Any) -> KernelProfile:
+        """Build a profile from scalars or arrays; omitted optional counts take their defaults."""
+        unknown = set(values) - set(PROFILE_FIELDS)
+        if unknown:
+            raise DescriptorError(f"unknown profile field(s) {sorted(unknown)}; allowed: {', '.join(PROFILE_FIELDS)}")
+        missing = [k for k in LAUNCH_KEYS + REQUIRED_COUNTS if k not in values]
+        if missing:
+            raise DescriptorError(f"profile is missing {', '.join(missing)}")
+        env: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
+        for key, default in OPTIONAL_COUNTS.items():
+            if key not in env:
+                env[key] = _default_formula(key, default)(env)
+        arrays = np.broadcast_arrays(*(np.atleast_1d(env[k]) for k in PROFILE_FIELDS))
+        return cls(**{k: np.array(a, dtype=np.float64) for k, a in zip(PROFILE_FIELDS, arrays)})
+
+    def __len__(self) -> int:
+        return int(self.blocks.shape[0])
+
+    @property
+    def mem_insts(self) -> FloatArray:
+        return self.coal_mem_insts + self.uncoal_mem_insts
+
+    @property
+    def total_threads(self) -> FloatArray:
+        return self.threads_per_block * self.blocks
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame({k: getattr(self, k) for k in PROFILE_FIELDS})
+
+    def take(self, index: Any) -> KernelProfile:
+        return KernelProfile(**{k: getattr(self, k)[index] for k in PROFILE_FIELDS})
+
+
+@functools.cache
+def _default_formula(key: str, text: str) -> Formula:
+    return compile_formula(text, where=f"default for counts.{key}")
+
+
+@dataclass(frozen=True, slots=True)
+class KernelDescriptor:
+    """A kernel's parameters, config space and count formulas (docs/kernel-descriptor-format.md)."""
+
+    name: str
+    sizes: tuple[Param, ...]
+    config: tuple[Param, ...]
+    launch: Mapping[str, Formula]
+    counts: Mapping[str, Formula]
+    constraints: tuple[Formula, ...] = ()
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    source: str = ""
+    path: str = ""
+    sha256: str = field(default="", compare=False)
+
+    @property
+    def size_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.sizes)
+
+    @property
+    def config_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.config)
+
+    @property
+    def parameters(self) -> dict[str, Param]:
+        return {p.name: p for p in self.sizes + self.config}
+
+    def resolve(self, values: Mapping[str, Any]) -> dict[str, FloatArray]:
+        """Fill defaults and check names, bounds and allowed values; returns float arrays."""
+        params = self.parameters
+        unknown = [k for k in values if k not in params]
+        if unknown:
+            raise DescriptorError(
+                f"{self.name}: unknown parameter {unknown[0]!r}; this kernel takes "
+                f"{', '.join(params) or 'no parameters'}"
+            )
+        out: dict[str, FloatArray] = {}
+        for name, p in params.items():
+            if name in values:
+                arr = np.asarray(values[name], dtype=np.float64)
+            elif p.default is not None:
+                arr = np.asarray(p.default, dtype=np.float64)
+            else:
+                raise DescriptorError(f"{self.name}: parameter {name} has no default; set it (e.g. --set {name}=...)")
+            if not np.all(np.isfinite(arr)):
+                raise DescriptorError(f"{self.name}: parameter {name} must be a finite number")
+            if p.min is not None and np.any(arr < p.min):
+                raise DescriptorError(f"{self.name}: {name} must be >= {p.min:g}, got {np.min(arr):g}")
+            if p.max is not None and np.any(arr > p.max):
+                raise DescriptorError(f"{self.name}: {name} must be <= {p.max:g}, got {np.max(arr):g}")
+            if p.values is not None:
+                bad = ~np.isin(arr, p.values)
+                if np.any(bad):
+                    raise DescriptorError(
+                        f"{self.name}: {name}={np.atleast_1d(arr)[np.atleast_1d(bad)][0]:g} is not an "
+                        f"allowed value; allowed: {', '.join(f'{v:g}' for v in p.values)}"
+                    )
+            out[name] = arr
+        return out
+
+    def constraint_mask(self, values: Mapping[str, Any]) -> tuple[npt.NDArray[np.bool_], list[str]]:
+        """Which rows satisfy every ``[space] constraints`` formula, and, per row, the first one broken."""
+        env = self.resolve(values)
+        shape = np.broadcast_shapes(*(a.shape for a in env.values())) if env else ()
+        ok = np.ones(shape or (1,), dtype=bool)
+        reasons = np.full(ok.shape, "", dtype=object)
+        for c in self.constraints:
+            sat = np.broadcast_to(c(env) != 0, ok.shape)
+            reasons[ok & ~sat] = f"constraint {c.text!r} violated"
+            ok &= sat
+        return ok, list(reasons)
+
+    def profile(self, values: Mapping[str, Any]) -> KernelProfile:
+        """Evaluate launch and count formulas for scalar or array parameter values."""
+        env: dict[str, Any] = dict(self.resolve(values))
+        for key in LAUNCH_KEYS + REQUIRED_COUNTS:
+            env[key] = self._formula(key)(env)
+        for key, default in OPTIONAL_COUNTS.items():
+            f = self.counts.get(key) or _default_formula(key, default)
+            env[key] = f(env)
+        profile_values = {k: env[k] for k in PROFILE_FIELDS}
+        bad = [k for k, v in profile_values.items() if not np.all(np.isfinite(v))]
+        if bad:
+            raise DescriptorError(f"{self.path or self.name}: {bad[0]} is not finite for some rows (division by zero?)")
+        return KernelProfile.from_values(**profile_values)
+
+    def _formula(self, key: str) -> Formula:
+        return self.launch[key] if key in self.launch else self.counts[key]
+
+    def space_size(self) -> int:
+        """Number of configurations in the Cartesian product of allowed config values."""
+        return math.prod(len(p.values) for p in self.config if p.values is not None)
+
+    def config_space(self, chunk_rows: int = 1_000_000) -> Iterator[pd.DataFrame]:
+        """Yield the Cartesian product of config values in chunks (constraints not applied)."""
+        free = [p.name for p in self.config if p.values is None]
+        if free:
+            raise DescriptorError(
+                f"{self.name}: config parameter(s) {', '.join(free)} have no 'values' list, so the space "
+                "cannot be enumerated; add values = [...] or pass --space NAME=v1,v2"
+            )
+        names = list(self.config_names)
+        product = itertools.product(*(p.values for p in self.config))  # type: ignore[misc]
+        while True:
+            block = list(itertools.islice(product, chunk_rows))
+            if not block:
+                return
+            yield pd.DataFrame(np.asarray(block, dtype=np.float64).reshape(len(block), len(names)), columns=names)
+
+    def with_space(self, overrides: Mapping[str, tuple[float, ...]]) -> KernelDescriptor:
+        """A copy whose config parameters take the given allowed values (``--space``)."""
+        params = {p.name: p for p in self.config}
+        for name in overrides:
+            if name not in params:
+                raise DescriptorError(f"{self.name}: --space names unknown config parameter {name!r}")
+        config = tuple(dataclasses.replace(p, values=tuple(overrides[p.name])) if p.name in overrides else p
+                       for p in self.config)
+        return dataclasses.replace(self, config=config)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+_TOP_KEYS = {"format_version", "name", "aliases", "description", "source", "sizes", "config", "space",
+             "launch", "counts", "notes"}
+_PARAM_KEYS = {"default", "values", "min", "max", "description"}
+
+
+def _num(path: Path, where: str, v: Any) -> float:
+    if isinstance(v, bool):
+        return float(v)
+    if not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise DescriptorError(f"{path}: {where} must be a number, got {v!r}")
+    return float(v)
+
+
+def _params(path: Path, doc: dict[str, Any], section: str) -> tuple[Param, ...]:
+    table = doc.get(section, {})
+    if not isinstance(table, dict):
+        raise DescriptorError(f"{path}: [{section}] must be a table of parameters")
+    out = []
+    for name, spec in table.items():
+        if not name.isidentifier():
+            raise DescriptorError(f"{path}: [{section}] parameter name {name!r} must be an identifier")
+        if not isinstance(spec, dict):
+            raise DescriptorError(f"{path}: [{section}].{name} must be a table like {{ default = 1 }}")
+        unknown = set(spec) - _PARAM_KEYS
+        if unknown:
+            raise DescriptorError(f"{path}: [{section}].{name} has unknown key {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(_PARAM_KEYS))}")
+        values = spec.get("values")
+        if values is not None:
+            if not isinstance(values, list) or not values:
+                raise DescriptorError(f"{path}: [{section}].{name}.values must be a non-empty list")
+            values = tuple(_num(path, f"[{section}].{name}.values", v) for v in values)
+        default = spec.get("default")
+        default = None if default is None else _num(path, f"[{section}].{name}.default", default)
+        if values is not None and default is not None and default not in values:
+            raise DescriptorError(f"{path}: [{section}].{name}.default {default:g} is not among its values")
+        out.append(Param(
+            name=name, default=default, values=values,
+            min=None if spec.get("min") is None else _num(path, f"[{section}].{name}.min", spec["min"]),
+            max=None if spec.get("max") is None else _num(path, f"[{section}].{name}.max", spec["max"]),
+            description=str(spec.get("description", "")),
+        ))
+    return tuple(out)
+
+
+def _parse_kernel(path: Path) -> KernelDescriptor:
+    try:
+        raw = path.read_bytes()
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except OSError as exc:
+        raise DescriptorError(f"{path}: cannot read descriptor ({exc.strerror}); check the path") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise DescriptorError(f"{path}: not valid TOML ({exc}); fix the syntax") from None
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise DescriptorError(f"{path}: format_version must be {FORMAT_VERSION}, got {doc.get('format_version')!r}")
+    unknown = set(doc) - _TOP_KEYS
+    if unknown:
+        raise DescriptorError(f"{path}: unknown top-level key {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(_TOP_KEYS))}")
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise DescriptorError(f"{path}: missing name; add name = \"...\"")
+    sizes, config = _params(path, doc, "sizes"), _params(path, doc, "config")
+    dup = set(p.name for p in sizes) & set(p.name for p in config)
+    if dup:
+        raise DescriptorError(f"{path}: parameter {sorted(dup)[0]!r} is both a size and a config parameter")
+    allowed = {p.name for p in sizes + config}
+    launch_t, counts_t = doc.get("launch", {}), doc.get("counts", {})
+    for section, table, keys in (("launch", launch_t, LAUNCH_KEYS),
+                                 ("counts", counts_t, REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS))):
+        if not isinstance(table, dict):
+            raise DescriptorError(f"{path}: [{section}] must be a table of formulas")
+        bad = set(table) - set(keys)
+        if bad:
+            raise DescriptorError(f"{path}: [{section}] has unknown formula name {sorted(bad)[0]!r}; allowed: {', '.join(keys)}")
+    missing = [f"launch.{k}" for k in LAUNCH_KEYS if k not in launch_t]
+    missing += [f"counts.{k}" for k in REQUIRED_COUNTS if k not in counts_t]
+    if missing:
+        raise DescriptorError(f"{path}: missing formula {missing[0]}; see docs/kernel-descriptor-format.md")
+    # Later formulas may use earlier results (launch first, then required, then optional counts).
+    launch = {k: compile_formula(launch_t[k], where=f"{path} [launch].{k}", allowed=allowed) for k in LAUNCH_KEYS}
+    allowed |= set(LAUNCH_KEYS) | set(REQUIRED_COUNTS)
+    counts: dict[str, Formula] = {}
+    for k in REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS):
+        if k in counts_t:
+            counts[k] = compile_formula(counts_t[k], where=f"{path} [counts].{k}", allowed=allowed)
+        allowed.add(k)
+    space = doc.get("space", {})
+    if not isinstance(space, dict) or set(space) - {"constraints"}:
+        raise DescriptorError(f"{path}: [space] takes only constraints = [\"...\"]")
+    cons = space.get("constraints", [])
+    if not isinstance(cons, list):
+        raise DescriptorError(f"{path}: [space].constraints must be a list of formula strings")
+    constraints = tuple(compile_formula(c, where=f"{path} [space].constraints[{i}]",
+                                        allowed={p.name for p in sizes + config}) for i, c in enumerate(cons))
+    aliases = doc.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise DescriptorError(f"{path}: aliases must be a list of strings")
+
+    return KernelDescriptor(
+        name=name, sizes=sizes, config=config, launch=launch, counts=counts,
+        constraints=constraints, aliases=tuple(aliases), description=str(doc.get("description", "")),
+        source=str(doc.get("source", "")), path=str(path), sha256=hashlib.sha256(raw).hexdigest(),
+    )
+
+
+@functools.cache
+def _shipped() -> tuple[KernelDescriptor, ...]:
+    folder = Path(str(resources.files("hybridperf") / "kernels"))
+    kernels = tuple(_parse_kernel(p) for p in sorted(folder.glob("*.toml")))
+    seen: dict[str, str] = {}
+    for k in kernels:
+        for key in {k.name, Path(k.path).stem, *k.aliases}:
+            if key in seen and seen[key] != k.path:
+                raise DescriptorError(f"{k.path}: name or alias {key!r} is also used by {seen[key]}")
+            seen[key] = k.path
+    return kernels
+
+
+def list_kernels() -> list[KernelDescriptor]:
+    """Every shipped kernel descriptor."""
+    return list(_shipped())
+
+
+def kernel_names() -> list[str]:
+    """Names of the shipped kernel descriptors."""
+    return [k.name for k in _shipped()]
+
+
+def load_kernel(name_or_path: str | Path | KernelDescriptor) -> KernelDescriptor:
+    """Load a descriptor by shipped name/alias or by TOML path."""
+    if isinstance(name_or_path, KernelDescriptor):
+        return name_or_path
+    text = str(name_or_path)
+    p = Path(text)
+    if p.suffix == ".toml" or p.is_file():
+        if not p.is_file():
+            raise UnknownKernelError(f"kernel descriptor file {text!r} does not exist; check the path")
+        return _parse_kernel(p)
+    for k in _shipped():
+        if text in {k.name, Path(k.path).stem, *k.aliases}:
+            return k
+    raise UnknownKernelError(
+        f"unknown kernel {text!r}; run 'hybridperf kernels' for the shipped names or pass a descriptor path"
+    )

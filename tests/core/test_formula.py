@@ -1,0 +1,67 @@
+"""The safe formula evaluator: arithmetic agrees with Python, unsafe syntax is rejected."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hybridperf.errors import FormulaError, HybridperfError
+from hybridperf.formula import compile_formula
+
+
+@given(a=st.integers(1, 10_000), b=st.integers(1, 10_000))
+def test_arithmetic_matches_python(a: int, b: int) -> None:
+    f = compile_formula("ceil(a / b) * 2 + a // b - a % b + max(a, b) - min(a, b, 7) + b ** 2", allowed={"a", "b"})
+    expected = math.ceil(a / b) * 2 + a // b - a % b + max(a, b) - min(a, b, 7) + b**2
+    assert f({"a": a, "b": b}) == pytest.approx(expected)
+
+
+def test_functions_and_logic() -> None:
+    f = compile_formula("where(N > 10 and not (N == 12), log2(N), sqrt(N)) + abs(-floor(2.5))")
+    assert f({"N": 16}) == pytest.approx(4 + 2)
+    assert f({"N": 12}) == pytest.approx(math.sqrt(12) + 2)
+    assert compile_formula("1 < N <= 3")({"N": 3}) == 1.0
+    assert compile_formula("1 < N <= 3")({"N": 4}) == 0.0
+
+
+@given(st.lists(st.integers(1, 5000), min_size=1, max_size=30))
+def test_vectorised_equals_scalar(values: list[int]) -> None:
+    f = compile_formula("N * log2(BLOCK) + ceil(N / BLOCK)")
+    vec = f({"N": np.array(values, dtype=float), "BLOCK": 64})
+    for v, out in zip(values, vec):
+        assert out == f({"N": v, "BLOCK": 64})
+
+
+@pytest.mark.parametrize("text", [
+    "__import__('os').system('true')", "N.real", "a[0]", "N if N else 1", "lambda: 1", "open('x')",
+    "'s'", "[1, 2]", "N @ N", "N << 1", "N in (1, 2)", "(x := 3)", "f'{N}'", "True",
+])
+def test_unsafe_or_unsupported_syntax_is_rejected(text: str) -> None:
+    with pytest.raises(FormulaError) as e:
+        compile_formula(text, where="k.toml [counts].x", allowed={"N", "a"})
+    assert "k.toml [counts].x" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_unknown_names_and_arity() -> None:
+    with pytest.raises(FormulaError, match="unknown name 'M'.*known parameters: N"):
+        compile_formula("M + 1", allowed={"N"})
+    with pytest.raises(FormulaError, match="unknown function 'exp'"):
+        compile_formula("exp(N)")
+    with pytest.raises(FormulaError, match="ceil\\(\\) takes 1"):
+        compile_formula("ceil(N, 2)")
+    with pytest.raises(FormulaError, match="bad syntax"):
+        compile_formula("N +")
+    with pytest.raises(FormulaError, match="empty formula"):
+        compile_formula("  ")
+    with pytest.raises(FormulaError, match="limit"):
+        compile_formula("+".join(["1"] * 2000))
+    assert issubclass(FormulaError, ValueError) and issubclass(FormulaError, HybridperfError)
+
+
+def test_numbers_are_formulas() -> None:
+    assert compile_formula(32)({}) == 32.0
+    assert compile_formula(2.5)({}) == 2.5

@@ -1,0 +1,106 @@
+"""Every shipped GPU spec loads and is sane; malformed specs give one-line errors."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hybridperf.errors import SpecError, UnknownGPUError
+from hybridperf.hardware import gpu_names, list_gpus, load_cc_limits, load_gpu
+
+REQUIRED = {
+    "8800-gtx", "quadro-fx5600", "8800-gt", "gtx-280", "tesla-c2050", "titan-v", "gtx-680", "gtx-1070",
+    "tesla-p4", "tesla-p100", "tesla-v100", "tesla-t4", "rtx-2080-ti", "titan-rtx", "rtx-3060-laptop",
+    "rtx-3090", "rtx-a4000", "rtx-a6000", "a100-pcie-40gb", "a100-80gb", "l4", "h100-sxm", "h100-pcie", "h200",
+}
+
+
+def test_all_required_gpus_are_shipped() -> None:
+    names = set(gpu_names())
+    missing = {n for n in REQUIRED if n not in names and not any(n in s.aliases for s in list_gpus())}
+    assert not missing
+
+
+@pytest.mark.parametrize("gpu", list_gpus(), ids=lambda g: Path(g.path).stem)
+def test_shipped_spec_is_sane(gpu) -> None:
+    # Peak FP32 = SMs x clock x FP32 lanes x 2 (an FMA is two flops), within 3%.
+    derived = gpu.sm_count * gpu.core_clock_mhz * gpu.fp32_lanes_per_sm * 2 / 1000
+    assert derived == pytest.approx(gpu.peak_fp32_gflops, rel=0.03)
+    assert 10 <= gpu.dram_bandwidth_gbs <= 6000
+    assert 1 <= gpu.sm_count <= 200
+    assert 100 <= gpu.core_clock_mhz <= 3000
+    assert gpu.limits.warp_size == 32
+    assert gpu.limits.max_warps_per_sm * 32 == gpu.limits.max_threads_per_sm
+    assert 100 <= gpu.dram_latency_cycles <= 2000
+    for key in ("spec.sm_count", "model.dram_latency_cycles", "model.sync_gamma"):
+        assert gpu.sources[key].strip()
+    assert load_gpu(gpu.name) is gpu
+    for alias in gpu.aliases:
+        assert load_gpu(alias) is gpu
+
+
+def test_lookup_ignores_case_and_punctuation() -> None:
+    assert load_gpu("TITAN V").name == load_gpu("titan-v").name == load_gpu("titanv").name
+
+
+def test_unknown_gpu() -> None:
+    with pytest.raises(UnknownGPUError, match="unknown GPU 'gtx 9999'.*hybridperf gpus"):
+        load_gpu("gtx 9999")
+    with pytest.raises(UnknownGPUError, match="does not exist"):
+        load_gpu("nope/missing.toml")
+
+
+def _spec_text(**edits: str) -> str:
+    text = Path(load_gpu("titan-v").path).read_text()
+    for old, new in edits.items():
+        assert old in text or old == "", old
+        text = text.replace(old, new)
+    return text
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda t: t.replace("format_version = 1", "format_version = 9"), "format_version must be 1"),
+    (lambda t: t + "\n[spec2]\nx = 1\n", "unknown top-level key 'spec2'"),
+    (lambda t: t.replace("sm_count", "sm_cnt", 1), "unknown key spec.sm_cnt"),
+    (lambda t: t.replace('compute_capability = "7.0"', 'compute_capability = "4.2"'), "unknown compute capability"),
+    (lambda t: t + "\n[limits]\nmax_warps_per_sm = 64\n", "limits.max_warps_per_sm must be"),
+    (lambda t: t[: len(t) // 2] + "= = =", "not valid TOML"),
+])
+def test_malformed_spec_gives_one_line_error(tmp_path: Path, mutate, message: str) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text(mutate(Path(load_gpu("titan-v").path).read_text()))
+    with pytest.raises(SpecError, match=message) as e:
+        load_gpu(str(p))
+    assert str(p) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_missing_value_and_source(tmp_path: Path) -> None:
+    import re
+    text = Path(load_gpu("titan-v").path).read_text()
+    p = tmp_path / "nosrc.toml"
+    p.write_text(re.sub(r'(sm_count\s*=\s*\{\s*value\s*=\s*\d+\s*),\s*source\s*=\s*"[^"]*"', r"\1", text, count=1))
+    with pytest.raises(SpecError, match="spec.sm_count must be"):
+        load_gpu(p)
+    p.write_text(re.sub(r'(sm_count\s*=\s*\{\s*value\s*=\s*)\d+', r'\g<1>-3', text, count=1))
+    with pytest.raises(SpecError, match="spec.sm_count value must be a non-negative number"):
+        load_gpu(p)
+    p.write_text(re.sub(r"\n\s*sm_count\s*=.*", "", text, count=1))
+    with pytest.raises(SpecError, match="missing spec.sm_count"):
+        load_gpu(p)
+
+
+def test_user_spec_file_by_path(tmp_path: Path) -> None:
+    p = tmp_path / "mine.toml"
+    p.write_text(Path(load_gpu("titan-v").path).read_text().replace('name = "', 'name = "My ', 1))
+    g = load_gpu(str(p))
+    assert g.name.startswith("My ") and g.sm_count == load_gpu("titan-v").sm_count
+
+
+def test_cc_table_covers_1_0_to_9_0() -> None:
+    for cc in ["1.0", "1.1", "1.2", "1.3", "2.0", "2.1", "3.0", "3.5", "3.7", "5.0", "5.2", "6.0", "6.1",
+               "7.0", "7.5", "8.0", "8.6", "8.9", "9.0"]:
+        L = load_cc_limits(cc)
+        assert L.max_warps_per_sm * L.warp_size == L.max_threads_per_sm
+        assert L.register_alloc_granularity == ("block" if cc.startswith("1.") else "warp")
+    with pytest.raises(SpecError, match="unknown compute capability"):
+        load_cc_limits("4.0")

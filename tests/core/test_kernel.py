@@ -1,0 +1,97 @@
+"""Kernel descriptors: every shipped one evaluates; malformed ones give one-line errors."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybridperf.errors import DescriptorError, FormulaError, UnknownKernelError
+from hybridperf.kernel import PROFILE_FIELDS, KernelProfile, list_kernels, load_kernel
+
+
+@pytest.mark.parametrize("kernel", list_kernels(), ids=lambda k: k.name)
+def test_shipped_descriptor_evaluates_on_defaults(kernel) -> None:
+    prof = kernel.profile({})
+    assert len(prof) == 1
+    for f in PROFILE_FIELDS:
+        v = getattr(prof, f)
+        assert np.isfinite(v).all() and (v >= 0).all(), f
+    assert prof.threads_per_block[0] >= 1 and prof.blocks[0] >= 1
+
+
+def test_seed_kernels_present() -> None:
+    names = {k.name for k in list_kernels()}
+    assert {"seed004-matvec", "seed004-dot", "seed004-vecadd", "seed004-matadd", "seed002-tiled-matmul"} <= names
+
+
+def test_scalar_and_array_profiles_agree() -> None:
+    k = load_kernel("seed002-tiled-matmul")
+    sizes = np.array([256.0, 512.0, 1024.0])
+    vec = k.profile({"N": sizes, "TILE": 16}).to_frame()
+    for i, n in enumerate(sizes):
+        one = k.profile({"N": n, "TILE": 16}).to_frame().iloc[0]
+        np.testing.assert_allclose(one.to_numpy(), vec.iloc[i].to_numpy())
+
+
+def test_tiled_matmul_reproduces_seed002_counting() -> None:
+    # Seed 002 Sec. 3.6: inner loop once (TILE=1 worth of work) and 3 outer iterations -> 27 / 6 / 6.
+    k = load_kernel("seed002-tiled-matmul")
+    f = k.counts["comp_insts"]
+    assert f({"N": 3.0, "TILE": 1.0}) == 27
+    assert k.counts["uncoal_mem_insts"]({"N": 3.0, "TILE": 1.0}) == 6
+    assert k.counts["sync_insts"]({"N": 3.0, "TILE": 1.0}) == 6
+
+
+def test_constraints_and_space() -> None:
+    k = load_kernel("seed002-tiled-matmul")
+    ok, reasons = k.constraint_mask({"N": np.array([64.0, 100.0]), "TILE": 16})
+    assert list(ok) == [True, False] and "N % TILE == 0" in reasons[1]
+    assert k.space_size() == 4
+    chunks = list(k.config_space(chunk_rows=3))
+    assert [len(c) for c in chunks] == [3, 1]
+    assert sorted(np.concatenate([c["TILE"].to_numpy() for c in chunks])) == [4, 8, 16, 32]
+
+
+def test_bad_parameter_values() -> None:
+    k = load_kernel("matvec")
+    with pytest.raises(DescriptorError, match="unknown parameter 'M'"):
+        k.profile({"M": 3})
+    with pytest.raises(DescriptorError, match="BLOCK=300 is not an allowed value"):
+        k.profile({"BLOCK": 300})
+    with pytest.raises(DescriptorError, match="N must be >= 1"):
+        k.profile({"N": 0})
+
+
+def test_unknown_kernel() -> None:
+    with pytest.raises(UnknownKernelError, match="unknown kernel 'nope'"):
+        load_kernel("nope")
+
+
+BASE = Path(load_kernel("matvec").path).read_text()
+
+
+@pytest.mark.parametrize("text, error, message", [
+    (BASE.replace('comp_insts = "2 * N"', 'comp_insts = "2 * Q"'), FormulaError, r"\[counts\].comp_insts: unknown name 'Q'"),
+    (BASE.replace('comp_insts = "2 * N"', 'comp_insts = "exp(N)"'), FormulaError, "unknown function 'exp'"),
+    (BASE.replace('comp_insts = "2 * N"', 'comp_instz = "2 * N"'), DescriptorError, "unknown formula name 'comp_instz'"),
+    (BASE.replace('blocks = "ceil(N / BLOCK)"\n', ""), DescriptorError, "missing formula launch.blocks"),
+    (BASE.replace("format_version = 1", "format_version = 2"), DescriptorError, "format_version must be 1"),
+    (BASE.replace("default = 256,", "default = 300,"), DescriptorError, "default 300 is not among its values"),
+    (BASE + "\n[extra]\n", DescriptorError, "unknown top-level key 'extra'"),
+    (BASE.replace("[sizes]", "[sizes\n"), DescriptorError, "not valid TOML"),
+])
+def test_malformed_descriptor(tmp_path: Path, text: str, error: type, message: str) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    with pytest.raises(error, match=message) as e:
+        load_kernel(str(p))
+    assert str(p) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_profile_from_values_defaults() -> None:
+    p = KernelProfile.from_values(threads_per_block=128, blocks=80, registers_per_thread=0, smem_per_block_bytes=0,
+                                  comp_insts=27, uncoal_mem_insts=6, coal_mem_insts=0)
+    assert p.fp_insts[0] == 27 and p.uncoal_per_mw[0] == 32 and p.global_loads[0] == 6
+    with pytest.raises(DescriptorError, match="missing"):
+        KernelProfile.from_values(blocks=1)

@@ -232,7 +232,10 @@ def _parse_gpu(path: Path) -> GPUSpec:
         raise SpecError(f"{path}: aliases must be a list of strings")
     spec, s1 = _values(path, doc, "spec", _SPEC_KEYS, required=True)
     model, s2 = _values(path, doc, "model", _MODEL_KEYS, required=True)
-    base = load_cc_limits(cc)
+    try:
+        base = load_cc_limits(cc)
+    except SpecError as exc:
+        raise SpecError(f"{path}: compute_capability: {exc}") from None
     overrides, s3 = _values(path, doc, "limits", _CC_INT_KEYS, required=False)
     limits = dataclasses.replace(base, **{k: int(v) for k, v in overrides.items()}) if overrides else base
     for key in ("sm_count", "fp32_lanes_per_sm", "sfu_per_sm"):

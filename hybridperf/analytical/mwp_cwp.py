@@ -11,7 +11,7 @@ from hybridperf.analytical.launch import LaunchState, launch_state
 from hybridperf.hardware import GPUSpec
 from hybridperf.kernel import KernelProfile
 
-__all__ = ["MWPCWPResult", "REGIMES", "mwp_cwp"]
+__all__ = ["REGIMES", "MWPCWPResult", "mwp_cwp"]
 
 FloatArray = npt.NDArray[np.float64]
 # Regime labels: the equation of seed 002 that gives Exec_cycles_app.

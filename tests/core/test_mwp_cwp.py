@@ -43,10 +43,15 @@ def test_table2_golden() -> None:
 
 def test_regimes() -> None:
     gpu = _table2_gpu()
-    # Compute-heavy: CWP small, MWP > CWP -> Eq. 24.
+    # MWP > CWP with Mem_cycles >= Comp_cycles -> Eq. 24.
+    r = mwp_cwp(_table2_profile(comp_insts=40, uncoal_mem_insts=0, coal_mem_insts=2, sync_insts=0), gpu,
+                active_blocks_per_sm=5).row()
+    assert r["regime"] == 24 and r["mwp"] > r["cwp"] and r["mem_cycles"] >= r["comp_cycles"]
+    assert r["exec_cycles_app"] == pytest.approx(r["mem_l"] + r["comp_cycles"] * r["n"])
+    # The paper's rule sends Comp_cycles > Mem_cycles to Eq. 23 even when MWP > CWP.
     r = mwp_cwp(_table2_profile(comp_insts=5000, uncoal_mem_insts=0, coal_mem_insts=2, sync_insts=0), gpu,
                 active_blocks_per_sm=5).row()
-    assert r["regime"] == 24 and r["mwp"] > r["cwp"]
+    assert r["regime"] == 23 and r["mwp"] > r["cwp"] and r["comp_cycles"] > r["mem_cycles"]
     # Few warps, fast coalesced memory: MWP = CWP = N -> Eq. 22.
     r = mwp_cwp(_table2_profile(threads_per_block=32, blocks=16, comp_insts=100, uncoal_mem_insts=0,
                                 coal_mem_insts=1, sync_insts=0), gpu, active_blocks_per_sm=1).row()

@@ -1,0 +1,156 @@
+"""Train a HybridRegressor on sweep tables and predict unseen sizes/configs with intervals and flags."""
+from __future__ import annotations
+
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hybridperf.analytical.mwp_cwp import REGIMES
+from hybridperf.errors import HybridperfError
+from hybridperf.features import BASELINES, FEATURE_VERSION, baseline_column, sweep_features
+from hybridperf.hardware import load_gpu
+from hybridperf.hybrid import HybridRegressor, default_booster
+from hybridperf.kernel import load_kernel
+
+__all__ = ["TrainedModel", "choose_baseline", "predict_rows", "train_model", "training_rows"]
+
+_LIMITER_NAMES = {0.0: "warps", 1.0: "registers", 2.0: "shared memory", 3.0: "blocks"}
+
+
+@dataclass(frozen=True, slots=True)
+class TrainedModel:
+    """A fitted hybrid model plus everything needed to rebuild its features and audit it."""
+
+    estimator: HybridRegressor
+    feature_columns: tuple[str, ...]
+    baseline: str | None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def mode(self) -> str:
+        return self.estimator.mode
+
+
+def training_rows(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The rows a model learns from: status ok with a positive time (failed/invalid are kept out, counted)."""
+    if "time_ms" not in sweep.columns:
+        raise HybridperfError("sweep has no time_ms column; read it with hybridperf.sweep.read_sweep")
+    status = sweep["status"] if "status" in sweep.columns else pd.Series("ok", index=sweep.index)
+    ok = (status == "ok") & (pd.to_numeric(sweep["time_ms"], errors="coerce") > 0)
+    if not ok.any():
+        raise HybridperfError(f"sweep has no usable rows (status ok with time_ms > 0) out of {len(sweep)}")
+    return sweep.loc[ok]
+
+
+def choose_baseline(features: pd.DataFrame, time_ms: np.ndarray) -> str:
+    """The analytical baseline whose log error has the smallest spread once scaled per (kernel, gpu)
+    (the scale is what the residual learner removes first)."""
+    best, best_sd = None, np.inf
+    y = np.log(time_ms)
+    for name, col in BASELINES.items():
+        r = y - features[col].to_numpy()
+        if not np.all(np.isfinite(r)):
+            continue
+        sd = float(np.std(r))
+        if sd < best_sd:
+            best, best_sd = name, sd
+    if best is None:
+        raise HybridperfError("no analytical baseline is finite on every training row; check descriptors/specs")
+    return best
+
+
+def _feature_matrix(feats: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    return feats.reindex(columns=list(columns)).astype(np.float64)
+
+
+def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hybrid", coverage: float | None = 0.9,
+                booster_params: Mapping[str, Any] | None = None, groups: np.ndarray | None = None,
+                random_state: int = 0, provenance: Mapping[str, Any] | None = None) -> TrainedModel:
+    """Fit a hybrid (or ablation) model on the ok rows of one or more sweeps.
+
+    Parameters
+    ----------
+    sweep : DataFrame in the sweep format (kernel, gpu, size.*, config.*, time_ms, status).
+    baseline : an analytical model name from :data:`hybridperf.features.BASELINES`, ``"auto"``
+        (smallest log-error spread on the training rows) or ``"none"`` (boosting only).
+    mode : ``hybrid``, ``analytical``, ``calibrated`` or ``boosting`` (see HybridRegressor).
+    booster_params : XGBRegressor parameters overriding :func:`hybridperf.hybrid.default_booster`.
+    groups : optional group label per ok row for the conformal out-of-fold split.
+    provenance : extra metadata to store (data hashes, command, ...).
+    """
+    rows = training_rows(sweep)
+    feats = sweep_features(rows)
+    feasible = feats["feasible"].to_numpy() > 0
+    if not feasible.all():
+        raise HybridperfError(
+            f"{int((~feasible).sum())} measured rows are infeasible by the occupancy model (their descriptor "
+            "resources exceed the GPU's limits); fix the descriptor or the GPU spec"
+        )
+    y = rows["time_ms"].to_numpy(dtype=np.float64)
+    if mode == "boosting" or baseline == "none":
+        base_name = None
+    else:
+        base_name = choose_baseline(feats, y) if baseline == "auto" else baseline
+        baseline_column(base_name)
+    columns = tuple(c for c in feats.columns if c != "feasible")
+    reg = default_booster(random_state)
+    if booster_params:
+        reg.set_params(**booster_params)
+    est = HybridRegressor(regressor=reg, baseline_column=BASELINES[base_name] if base_name else None,
+                          mode=mode if base_name else "boosting", coverage=coverage, random_state=random_state)
+    X = _feature_matrix(feats, columns)
+    est.fit(X, y, groups=groups)
+    import sklearn
+    import xgboost
+
+    meta = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "feature_version": FEATURE_VERSION,
+        "n_rows": int(len(rows)), "n_dropped_not_ok": int(len(sweep) - len(rows)),
+        "kernels": {k: load_kernel(k).sha256 for k in sorted(rows["kernel"].unique())},
+        "gpus": {g: load_gpu(g).sha256 for g in sorted(rows["gpu"].unique())},
+        "versions": {"python": platform.python_version(), "numpy": np.__version__, "pandas": pd.__version__,
+                     "scikit-learn": sklearn.__version__, "xgboost": xgboost.__version__},
+        "booster_params": {k: v for k, v in reg.get_params().items()
+                           if isinstance(v, (int, str, bool)) or (isinstance(v, float) and np.isfinite(v))},
+        **dict(provenance or {}),
+    }
+    return TrainedModel(estimator=est, feature_columns=columns, baseline=base_name, metadata=meta)
+
+
+def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None) -> pd.DataFrame:
+    """Predict time, interval, regime, limiter and an out-of-domain flag for each row.
+
+    ``rows`` holds kernel, gpu, size.* and config.* columns (no time needed). Infeasible rows get
+    NaN times and ``feasible = False`` with the occupancy/constraint reason left to ``analyze``.
+    """
+    feats = sweep_features(rows)
+    X = _feature_matrix(feats, model.feature_columns)
+    est = model.estimator
+    pred = est.predict(X)
+    lo, hi = est.predict_interval(X, coverage)
+    ood, cols = est.out_of_domain(X)
+    names = model.feature_columns
+    out = pd.DataFrame(index=rows.index)
+    out["time_ms"] = pred
+    out["lo_ms"] = lo
+    out["hi_ms"] = hi
+    out["regime"] = [REGIMES.get(int(r), "") if np.isfinite(r) else "" for r in feats["regime"]]
+    out["limiter"] = [_LIMITER_NAMES.get(v, "") for v in feats["limiter"]]
+    out["feasible"] = feats["feasible"].to_numpy() > 0
+    unseen = ~rows["kernel"].isin(model.metadata.get("kernels", {})) | ~rows["gpu"].isin(model.metadata.get("gpus", {}))
+    out["out_of_domain"] = ood | unseen.to_numpy()
+    out["ood_reason"] = [
+        ("unseen kernel/GPU; " if u else "") + ", ".join(_short(names[j]) for j in c[:4])
+        for u, c in zip(unseen.to_numpy(), cols)
+    ]
+    return out
+
+
+def _short(col: str) -> str:
+    return col.removeprefix("log2_").removeprefix("log_").removeprefix("log1p_")

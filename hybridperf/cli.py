@@ -135,6 +135,192 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
+
+def _sha256(path: str) -> str:
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _load_data(sources: Sequence[str]) -> tuple[Any, dict[str, str]]:
+    """Read sweeps given as file paths or shipped dataset names; returns (table, {source: sha256})."""
+    import pandas as pd
+    from pathlib import Path
+    from hybridperf.errors import HybridperfError
+    from hybridperf.sweep import read_sweep
+
+    frames, hashes = [], {}
+    for src in sources:
+        if Path(src).is_file():
+            frames.append(read_sweep(src))
+            hashes[src] = _sha256(src)
+            continue
+        try:
+            from hybridperf.datasets import dataset_path, load_dataset
+        except ImportError:  # pragma: no cover - datasets module is part of the package
+            raise HybridperfError(f"{src!r} is not a file") from None
+        frames.append(load_dataset(src))
+        path = dataset_path(src)
+        hashes[f"dataset:{src}"] = _sha256(str(path))
+    if not frames:
+        raise HybridperfError("give at least one sweep file or dataset name (see 'hybridperf datasets')")
+    return pd.concat(frames, ignore_index=True), hashes
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    return not getattr(args, "quiet", False) and sys.stderr.isatty()
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import time
+    from hybridperf.model import train_model
+    from hybridperf.persist import save_model
+
+    data, hashes = _load_data(args.data)
+    if args.kernel:
+        data = data[data["kernel"].isin(args.kernel)]
+    t0 = time.perf_counter()
+    model = train_model(data, baseline=args.baseline, mode=args.mode, coverage=args.coverage,
+                        tune_trials=args.tune, study_path=args.study, progress=_progress(args),
+                        random_state=args.seed,
+                        provenance={"data": hashes, "command": "hybridperf " + " ".join(sys.argv[1:] if args.argv is None else args.argv)})
+    seconds = time.perf_counter() - t0
+    save_model(model, args.output)
+    m = model.metadata
+    print(f"trained {model.mode} model (baseline {model.baseline or 'none'}) on {m['n_rows']} runs "
+          f"({m['n_dropped_not_ok']} failed/invalid rows kept out) of {len(m['kernels'])} kernel(s) on "
+          f"{len(m['gpus'])} GPU(s) in {seconds:.1f} s; training log-RMSE {m['training_log_rmse']:.3f}"
+          + (f", tuned CV log-RMSE {m['tuning']['cv_log_rmse']:.3f}" if m.get("tuning") else ""))
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _prediction_rows(args: argparse.Namespace, model: Any) -> Any:
+    import pandas as pd
+    from hybridperf.analyze import parameter_grid
+    from hybridperf.errors import HybridperfError
+    from hybridperf.hardware import load_gpu
+    from hybridperf.kernel import load_kernel
+    from hybridperf.sweep import read_sweep
+
+    if args.rows:
+        try:
+            rows = read_sweep(args.rows)
+        except HybridperfError:
+            rows = pd.read_csv(args.rows)
+        return rows.reset_index(drop=True)
+    kernels = list(model.metadata.get("kernels", {}))
+    gpus = list(model.metadata.get("gpus", {}))
+    kname = args.kernel or (kernels[0] if len(kernels) == 1 else None)
+    gname = args.gpu or (gpus[0] if len(gpus) == 1 else None)
+    if kname is None or gname is None:
+        raise HybridperfError(f"the model covers kernels {kernels} and GPUs {gpus}; name one with --kernel and --gpu")
+    desc = load_kernel(kname)
+    from pathlib import Path
+    gpu = Path(load_gpu(gname).path).stem if not str(gname).endswith(".toml") else gname
+    grid = parameter_grid(_parse_sets(args.set))
+    rows = pd.DataFrame({"kernel": desc.name, "gpu": gpu}, index=range(max(len(grid), 1)))
+    for col in grid.columns:
+        prefix = "size." if col in desc.size_names else "config." if col in desc.config_names else None
+        if prefix is None:
+            raise HybridperfError(f"--set {col}: {desc.name} has no parameter {col}; it takes {', '.join(desc.parameters)}")
+        rows[prefix + col] = grid[col].to_numpy()
+    return rows
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from hybridperf.model import predict_rows
+    from hybridperf.persist import load_model
+    from hybridperf.tables import format_table
+
+    model = load_model(args.model)
+    rows = _prediction_rows(args, model)
+    pred = predict_rows(model, rows, coverage=args.coverage)
+    cov = args.coverage or model.estimator.coverage
+    params = [c for c in rows.columns if c.startswith(("size.", "config."))]
+    out = rows[["kernel", "gpu", *params]].join(pred)
+    if args.json:
+        _dump({"coverage": cov, "rows": [{k: _clean(v.item() if hasattr(v, "item") else v) for k, v in r.items()}
+                                         for r in out.to_dict("records")]})
+    elif args.csv:
+        out.to_csv(sys.stdout, index=False)
+    else:
+        show = out.rename(columns=lambda c: c.split(".", 1)[-1])
+        print(format_table(show[[c.split(".", 1)[-1] for c in params] + ["time_ms", "lo_ms", "hi_ms", "regime",
+                                                                         "limiter", "out_of_domain", "ood_reason"]]))
+        print(f"\ninterval: {cov:.0%} conformal; out_of_domain: outside the training range or unseen values")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from hybridperf.evaluate import evaluate
+    from hybridperf.tables import format_table
+
+    booster_params = None
+    sources = list(args.data)
+    if args.model:
+        from hybridperf.persist import load_model
+
+        model = load_model(args.model)
+        booster_params = {k: v for k, v in model.metadata.get("booster_params", {}).items()
+                          if k in ("n_estimators", "max_depth", "learning_rate", "subsample", "colsample_bytree",
+                                   "min_child_weight", "reg_lambda")}
+        if not sources:
+            sources = [s.removeprefix("dataset:") for s in model.metadata.get("data", {})]
+    data, _ = _load_data(sources)
+    if args.kernel:
+        data = data[data["kernel"].isin(args.kernel)]
+    opts = {k: v for k, v in dict(train_max_size=args.train_max_size, holdout=args.holdout,
+                                  calibration_runs=args.calibration_runs, budget_fraction=args.budget).items()
+            if v is not None}
+    ev = evaluate(data, args.split, booster_params=booster_params, seed=args.seed, **opts)
+    if args.json:
+        _dump({"split": ev.split, "n_train": ev.n_train, "n_test": ev.n_test,
+               "table": [{k: _clean(v) for k, v in r.items()} for r in ev.table.to_dict("records")]})
+        return 0
+    print(f"split {ev.split}: {ev.n_train} training runs, {ev.n_test} test runs")
+    cols = [c for c in ["method", "n", "mape", "median_ape", "p90_ape", "spearman", "top1", "top5", "cover80",
+                        "cover90", "seconds"] if c in ev.table.columns]
+    print(format_table(ev.table[cols]))
+    print("\nAPE in %; top-k: best measured / best measured among the k best predicted per (kernel, gpu, sizes); "
+          "cover: % of measured times inside the nominal 80/90% intervals")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from hybridperf.calibrate import calibrate_gpu, write_gpu_spec
+
+    data, _ = _load_data(args.data)
+    cal = calibrate_gpu(data, args.gpu, model=args.model, parameters=args.param or None)
+    for name, value in cal.fitted.items():
+        print(f"{name:32s} {cal.initial[name]:>10.4g} -> {value:>10.4g}")
+    print(f"log RMSE of {args.model} over {cal.n_runs} runs: {cal.log_rmse_before:.3f} -> {cal.log_rmse_after:.3f}")
+    if args.output:
+        write_gpu_spec(cal.gpu, args.output, name=f"{cal.gpu.name} (calibrated)")
+        print(f"wrote {args.output} (use it with --gpu {args.output})")
+    return 0
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    from hybridperf.advisor import advise, benefit_chart, format_advice
+    from hybridperf.analyze import parameter_grid
+
+    adv = advise(args.kernel, args.gpu, parameter_grid(_parse_sets(args.set)))
+    if args.json:
+        _dump([{k: _clean(v.item() if hasattr(v, "item") else v) for k, v in r.items()}
+               for r in adv.table.to_dict("records")])
+    else:
+        print(format_advice(adv))
+    if args.chart:
+        benefit_chart(adv, args.chart, row=args.row)
+        print(f"wrote {args.chart}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
 # -- parser --------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,6 +350,61 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("reproduce", help="recompute the seed papers' published numbers (exit 1 on any failure)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_reproduce)
+    s = sub.add_parser("train", help="fit a hybrid model on recorded sweeps and write a model file")
+    s.add_argument("data", nargs="+", help="sweep files (CSV/Parquet) or shipped dataset names")
+    s.add_argument("-o", "--output", required=True, help="model file to write (JSON)")
+    s.add_argument("--baseline", default="auto", choices=["auto", "none", "mwp-cwp", "gpuperf", "scaled-counts", "roofline"])
+    s.add_argument("--mode", default="hybrid", choices=["hybrid", "analytical", "calibrated", "boosting"])
+    s.add_argument("--kernel", action="append", help="train on these kernels only (repeatable)")
+    s.add_argument("--tune", type=int, default=0, metavar="N", help="optuna trials to tune the booster first")
+    s.add_argument("--study", help="SQLite file to store/resume the optuna study")
+    s.add_argument("--coverage", type=float, default=0.9, help="nominal coverage of the prediction intervals")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(func=cmd_train, argv=None)
+
+    s = sub.add_parser("predict", help="predict times (with interval, regime, out-of-domain flag) for unseen sizes")
+    s.add_argument("-m", "--model", required=True, help="model file from 'hybridperf train'")
+    s.add_argument("--kernel", help="descriptor name or path (default: the model's only kernel)")
+    s.add_argument("--gpu", help="GPU name or spec path (default: the model's only GPU)")
+    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES",
+                   help="parameter values: 4096 | 1024,2048 | 1024:8192:1024 | 1024:32768:x2 (repeatable)")
+    s.add_argument("--rows", help="CSV/Parquet of rows to predict (kernel, gpu, size.*, config.* columns)")
+    s.add_argument("--coverage", type=float, help="interval coverage (default: the model's)")
+    fmt = s.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    s.set_defaults(func=cmd_predict)
+
+    s = sub.add_parser("evaluate", help="a split's accuracy: analytical, calibrated, boosting and hybrid side by side")
+    s.add_argument("data", nargs="*", help="sweep files or dataset names (default: the model's training data)")
+    s.add_argument("-m", "--model", help="take booster parameters (and default data) from this model")
+    s.add_argument("--split", required=True, choices=["S1", "S2", "S3", "S4", "S5"])
+    s.add_argument("--kernel", action="append", help="evaluate on these kernels only (repeatable)")
+    s.add_argument("--train-max-size", type=float, help="S2: train on sizes <= this (default: 1/4 of the largest)")
+    s.add_argument("--holdout", help="S3/S4: the kernel or GPU left out")
+    s.add_argument("--calibration-runs", type=int, help="S4: runs of the held-out GPU moved into training")
+    s.add_argument("--budget", type=float, help="S5: fraction of the sweep measured (default 0.01)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_evaluate)
+
+    s = sub.add_parser("calibrate", help="fit a GPU's model machine parameters to recorded runs")
+    s.add_argument("data", nargs="+", help="sweep files or dataset names with runs on that GPU")
+    s.add_argument("--gpu", required=True)
+    s.add_argument("--model", default="mwp-cwp", choices=["mwp-cwp", "gpuperf"])
+    s.add_argument("--param", action="append", help="parameters to fit (default: all the model reads)")
+    s.add_argument("-o", "--output", help="write the calibrated spec TOML here")
+    s.set_defaults(func=cmd_calibrate)
+
+    s = sub.add_parser("advise", help="bottleneck, GPUPerf benefit metrics and what to optimise")
+    s.add_argument("--gpu", required=True)
+    s.add_argument("--kernel", required=True)
+    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES")
+    s.add_argument("--chart", help="write the benefit X-Y chart (seed 000 Fig. 4) as PNG")
+    s.add_argument("--row", type=int, default=0, help="which row the chart shows")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_advise)
     return p
 
 
@@ -171,6 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hybridperf`` command; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if hasattr(args, "argv"):
+        args.argv = list(argv) if argv is not None else None
     from hybridperf.errors import HybridperfError
 
     try:

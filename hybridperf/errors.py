@@ -6,7 +6,9 @@ __all__ = [
     "FormulaError",
     "HybridperfError",
     "InfeasibleConfigError",
+    "RecordError",
     "SpecError",
+    "SweepError",
     "UnknownGPUError",
     "UnknownKernelError",
 ]
@@ -38,3 +40,11 @@ class FormulaError(HybridperfError):
 
 class InfeasibleConfigError(HybridperfError):
     """A launch configuration exceeds a hard hardware limit."""
+
+
+class SweepError(HybridperfError):
+    """A recorded sweep (CSV, Parquet, or a source format being imported) is malformed."""
+
+
+class RecordError(HybridperfError):
+    """Recording kernel timings failed (no GPU, no CuPy, bad benchmark setup, lost CUDA context)."""

@@ -46,6 +46,11 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         Folds for the out-of-fold residuals (above 20,000 rows without groups: one 20% holdout).
     random_state : int or None
         Seed for the folds (the regressor has its own).
+    domain_columns : list of int or str, optional
+        Columns whose training range defines the domain (default: all).
+    categorical_columns : list of int or str, optional
+        Columns whose training values are a closed set (GPU fields, config values): an unseen
+        value is out of domain. Default: none.
 
     Attributes
     ----------
@@ -53,11 +58,15 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     offset_ : float, log-space scale fitted in calibrated mode (0 otherwise).
     oof_abs_log_errors_ : sorted out-of-fold |log(pred/measured)|, the conformal scores.
     feature_min_, feature_max_ : training range of each column (finite values).
+    domain_mask_, categorical_mask_ : which columns the out-of-domain check uses.
     """
 
     def __init__(self, regressor: Any = None, baseline_column: int | str | None = None, mode: str = "hybrid",
-                 coverage: float | None = 0.9, n_splits: int = 5, random_state: int | None = 0) -> None:
+                 coverage: float | None = 0.9, n_splits: int = 5, random_state: int | None = 0,
+                 domain_columns: Any = None, categorical_columns: Any = None) -> None:
         self.regressor = regressor
+        self.domain_columns = domain_columns
+        self.categorical_columns = categorical_columns
         self.baseline_column = baseline_column
         self.mode = mode
         self.coverage = coverage
@@ -84,6 +93,20 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         if not 0 <= int(b) < self.n_features_in_:
             raise ValueError(f"baseline_column {b} is out of range for X with {self.n_features_in_} columns")
         return int(b)
+
+    def _column_mask(self, columns: Any, default: bool) -> np.ndarray:
+        if columns is None:
+            return np.full(self.n_features_in_, default)
+        names = list(getattr(self, "feature_names_in_", []))
+        mask = np.zeros(self.n_features_in_, dtype=bool)
+        for c in columns:
+            if isinstance(c, str):
+                if c not in names:
+                    raise ValueError(f"column {c!r} is not a column of X")
+                mask[names.index(c)] = True
+            else:
+                mask[int(c)] = True
+        return mask
 
     def _fit_one(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None) -> Any:
         reg = clone(self.regressor) if self.regressor is not None else default_booster(self.random_state)
@@ -128,8 +151,10 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         with np.errstate(all="ignore"):
             self.feature_min_ = np.nanmin(np.where(np.isnan(finite), np.inf, finite), axis=0)
             self.feature_max_ = np.nanmax(np.where(np.isnan(finite), -np.inf, finite), axis=0)
-        self.discrete_values_ = [np.unique(c[np.isfinite(c)]) if len(np.unique(c[np.isfinite(c)])) <= _DISCRETE_MAX
-                                 else None for c in X.T]
+        self.domain_mask_ = self._column_mask(self.domain_columns, default=True)
+        self.categorical_mask_ = self._column_mask(self.categorical_columns, default=False)
+        self.discrete_values_ = [np.unique(c[np.isfinite(c)]) if cat and len(np.unique(c[np.isfinite(c)])) <= _DISCRETE_MAX
+                                 else None for c, cat in zip(X.T, self.categorical_mask_)]
         self.oof_abs_log_errors_ = self._oof_errors(X, target, w, groups) if self.coverage is not None else None
         return self
 
@@ -197,14 +222,14 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         return float(scores[rank - 1]) if rank <= n else float("inf")
 
     def out_of_domain(self, X: npt.ArrayLike) -> tuple[np.ndarray, list[list[int]]]:
-        """Flag rows outside the training data: a column beyond its training range, or a value never
-        seen in a column that took few distinct values in training (e.g. an unseen GPU or config).
+        """Flag rows outside the training data: a domain column beyond its training range, or a value
+        never seen in a categorical column (e.g. an unseen GPU or config value).
 
         Returns the flag per row and, per row, the indices of the offending columns.
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
-        bad = (X < self.feature_min_) | (X > self.feature_max_)
+        bad = ((X < self.feature_min_) | (X > self.feature_max_)) & self.domain_mask_
         for j, vals in enumerate(self.discrete_values_):
             if vals is not None and len(vals):
                 col = X[:, j]

@@ -70,7 +70,8 @@ def _feature_matrix(feats: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFra
 
 def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hybrid", coverage: float | None = 0.9,
                 booster_params: Mapping[str, Any] | None = None, groups: np.ndarray | None = None,
-                random_state: int = 0, provenance: Mapping[str, Any] | None = None) -> TrainedModel:
+                random_state: int = 0, tune_trials: int = 0, study_path: str | None = None, progress: bool = False,
+                provenance: Mapping[str, Any] | None = None) -> TrainedModel:
     """Fit a hybrid (or ablation) model on the ok rows of one or more sweeps.
 
     Parameters
@@ -80,7 +81,9 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
         (smallest log-error spread on the training rows) or ``"none"`` (boosting only).
     mode : ``hybrid``, ``analytical``, ``calibrated`` or ``boosting`` (see HybridRegressor).
     booster_params : XGBRegressor parameters overriding :func:`hybridperf.hybrid.default_booster`.
-    groups : optional group label per ok row for the conformal out-of-fold split.
+    groups : optional group label per ok row for the conformal out-of-fold split and tuning folds.
+    tune_trials : optuna trials to tune the booster first (0: defaults); ``study_path`` resumes a
+        study from that SQLite file.
     provenance : extra metadata to store (data hashes, command, ...).
     """
     rows = training_rows(sweep)
@@ -98,12 +101,23 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
         base_name = choose_baseline(feats, y) if baseline == "auto" else baseline
         baseline_column(base_name)
     columns = tuple(c for c in feats.columns if c != "feasible")
-    reg = default_booster(random_state)
-    if booster_params:
-        reg.set_params(**booster_params)
-    est = HybridRegressor(regressor=reg, baseline_column=BASELINES[base_name] if base_name else None,
-                          mode=mode if base_name else "boosting", coverage=coverage, random_state=random_state)
     X = _feature_matrix(feats, columns)
+    params = dict(booster_params or {})
+    tuning: dict[str, Any] = {}
+    if tune_trials and mode in ("hybrid", "boosting"):
+        from hybridperf.tuning import tune_booster
+
+        best, score = tune_booster(X, y, baseline_column=BASELINES[base_name] if base_name else None,
+                                   n_trials=tune_trials, storage=study_path, groups=groups, seed=random_state,
+                                   progress=progress)
+        params.update(best)
+        tuning = {"trials": tune_trials, "cv_log_rmse": score, "study": str(study_path) if study_path else None}
+    reg = default_booster(random_state)
+    if params:
+        reg.set_params(**params)
+    est = HybridRegressor(regressor=reg, baseline_column=BASELINES[base_name] if base_name else None,
+                          mode=mode if base_name else "boosting", coverage=coverage, random_state=random_state,
+                          domain_columns=[], categorical_columns=[])
     est.fit(X, y, groups=groups)
     import sklearn
     import xgboost
@@ -118,6 +132,9 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
                      "scikit-learn": sklearn.__version__, "xgboost": xgboost.__version__},
         "booster_params": {k: v for k, v in reg.get_params().items()
                            if isinstance(v, (int, str, bool)) or (isinstance(v, float) and np.isfinite(v))},
+        "domain": _domain(rows),
+        "tuning": tuning,
+        "training_log_rmse": float(np.sqrt(np.mean((np.log(est.predict(X)) - np.log(y)) ** 2))),
         **dict(provenance or {}),
     }
     return TrainedModel(estimator=est, feature_columns=columns, baseline=base_name, metadata=meta)
@@ -134,8 +151,6 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     est = model.estimator
     pred = est.predict(X)
     lo, hi = est.predict_interval(X, coverage)
-    ood, cols = est.out_of_domain(X)
-    names = model.feature_columns
     out = pd.DataFrame(index=rows.index)
     out["time_ms"] = pred
     out["lo_ms"] = lo
@@ -143,14 +158,57 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     out["regime"] = [REGIMES.get(int(r), "") if np.isfinite(r) else "" for r in feats["regime"]]
     out["limiter"] = [_LIMITER_NAMES.get(v, "") for v in feats["limiter"]]
     out["feasible"] = feats["feasible"].to_numpy() > 0
-    unseen = ~rows["kernel"].isin(model.metadata.get("kernels", {})) | ~rows["gpu"].isin(model.metadata.get("gpus", {}))
-    out["out_of_domain"] = ood | unseen.to_numpy()
-    out["ood_reason"] = [
-        ("unseen kernel/GPU; " if u else "") + ", ".join(_short(names[j]) for j in c[:4])
-        for u, c in zip(unseen.to_numpy(), cols)
-    ]
+    reasons = _outside(rows, model.metadata)
+    out["out_of_domain"] = [bool(r) for r in reasons]
+    out["ood_reason"] = reasons
     return out
 
 
-def _short(col: str) -> str:
-    return col.removeprefix("log2_").removeprefix("log_").removeprefix("log1p_")
+def _domain(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per kernel: trained GPUs, size ranges, and the config values seen (the closed sets)."""
+    out: dict[str, dict[str, Any]] = {}
+    for kernel, g in rows.groupby("kernel"):
+        d: dict[str, Any] = {"gpus": sorted(map(str, g["gpu"].unique()))}
+        for col in g.columns:
+            if col.startswith("size."):
+                v = pd.to_numeric(g[col], errors="coerce").dropna()
+                if len(v):
+                    d[col] = [float(v.min()), float(v.max())]
+            elif col.startswith("config."):
+                v = pd.to_numeric(g[col], errors="coerce").dropna().unique()
+                if len(v):
+                    d[col] = sorted(float(x) for x in v) if len(v) <= 256 else [float(v.min()), float(v.max())]
+        out[str(kernel)] = d
+    return out
+
+
+def _outside(rows: pd.DataFrame, metadata: Mapping[str, Any]) -> list[str]:
+    """Why each row lies outside the training domain ('' when inside); vectorised per kernel."""
+    domain = metadata.get("domain", {})
+    why = [[] for _ in range(len(rows))]
+    kernels = rows["kernel"].astype(str).to_numpy()
+    gpus = rows["gpu"].astype(str).to_numpy()
+    for kernel in np.unique(kernels):
+        idx = np.flatnonzero(kernels == kernel)
+        d = domain.get(kernel)
+        if d is None:
+            for i in idx:
+                why[i].append(f"kernel {kernel} never trained")
+            continue
+        for i in idx[~np.isin(gpus[idx], d["gpus"])]:
+            why[i].append(f"GPU {gpus[i]} never trained for this kernel")
+        for col, seen in d.items():
+            if col == "gpus" or col not in rows.columns:
+                continue
+            v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
+            name = col.split(".", 1)[1]
+            if col.startswith("size."):
+                for i, x in zip(idx[(v < seen[0]) | (v > seen[1])], v[(v < seen[0]) | (v > seen[1])]):
+                    why[i].append(f"{name} {x:g} outside trained {seen[0]:g}..{seen[1]:g}")
+            else:
+                bad = ~np.isin(v, seen) & np.isfinite(v)
+                if len(seen) == 2:  # a long list was stored as a range
+                    bad &= (v < seen[0]) | (v > seen[1])
+                for i, x in zip(idx[bad], v[bad]):
+                    why[i].append(f"{name} {x:g} never trained")
+    return ["; ".join(w[:3]) for w in why]

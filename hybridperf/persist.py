@@ -44,6 +44,8 @@ def save_model(model: TrainedModel, path: str | Path) -> Path:
         "oof_abs_log_errors": None if est.oof_abs_log_errors_ is None else _floats(est.oof_abs_log_errors_),
         "feature_min": _floats(est.feature_min_), "feature_max": _floats(est.feature_max_),
         "discrete_values": [None if v is None else _floats(v) for v in est.discrete_values_],
+        "domain_mask": [bool(v) for v in est.domain_mask_],
+        "categorical_mask": [bool(v) for v in est.categorical_mask_],
     }
     body = {
         "format": FORMAT, "feature_version": FEATURE_VERSION, "feature_columns": list(model.feature_columns),
@@ -126,7 +128,10 @@ def load_model(path: str | Path) -> TrainedModel:
     est.feature_min_ = arr(_need(st, "feature_min", list, path))
     est.feature_max_ = arr(_need(st, "feature_max", list, path))
     est.discrete_values_ = [None if v is None else arr(v) for v in _need(st, "discrete_values", list, path)]
-    if not (len(est.feature_min_) == len(est.feature_max_) == len(est.discrete_values_) == n):
+    est.domain_mask_ = np.array(_need(st, "domain_mask", list, path), dtype=bool)
+    est.categorical_mask_ = np.array(_need(st, "categorical_mask", list, path), dtype=bool)
+    if not (len(est.feature_min_) == len(est.feature_max_) == len(est.discrete_values_) == len(est.domain_mask_)
+            == len(est.categorical_mask_) == n):
         raise ModelFileError(f"{path}: per-feature arrays do not match the {n} features; the file is inconsistent")
     booster = body.get("booster")
     est.regressor_ = None

@@ -1,0 +1,159 @@
+"""advise: GPUPerf's bottleneck terms and benefit metrics turned into ranked optimization families."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hybridperf.analyze import analyze
+from hybridperf.analytical.mwp_cwp import REGIMES
+from hybridperf.hardware import GPUSpec
+from hybridperf.kernel import KernelDescriptor
+
+__all__ = ["BENEFIT_FAMILIES", "Advice", "advise", "benefit_chart", "format_advice"]
+
+# What each GPUPerf benefit points to (seed 000 Sec. 3, Sec. 6 case studies and Table 5).
+BENEFIT_FAMILIES: dict[str, tuple[str, str]] = {
+    "b_itilp": ("inter-thread ILP", "loop unrolling / unroll-and-jam, more independent instructions per thread, "
+                "more resident warps (raise occupancy)"),
+    "b_memlp": ("memory-level parallelism", "prefetching, tiling / data reuse in shared memory, coalescing, more "
+                "loads in flight per warp, privatization"),
+    "b_fp": ("computing efficiency", "remove non-FP overhead: thread coarsening, regularization, binning, "
+             "fewer address/integer instructions, fast-math intrinsics"),
+    "b_serial": ("serialization", "fewer __syncthreads, balance SFU and FP work, avoid divergence and shared-"
+                 "memory bank conflicts, privatization"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """Per-row GPUPerf terms (ms) with benefit shares, the MWP-CWP regime and the ranked suggestions."""
+
+    kernel: KernelDescriptor
+    gpu: GPUSpec
+    table: pd.DataFrame
+    feasible: np.ndarray
+    reason: np.ndarray
+
+
+def advise(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[str, Any] | pd.DataFrame) -> Advice:
+    """GPUPerf (seed 000 Eqs. 1-23) and MWP-CWP regime for each parameter row, in milliseconds.
+
+    ``share_*`` columns are each benefit divided by T_exec (the fraction of the predicted time the
+    optimization family could remove at best); ``zone`` is compute- or memory-bound by the
+    y = x line of the benefit chart (T_comp vs T'_mem); ``top`` lists the benefits above 5% of
+    T_exec, largest first.
+    """
+    res = analyze(kernel, gpu, params, models=["gpuperf", "mwp-cwp"])
+    gp, mc = res.terms["gpuperf"], res.terms["mwp-cwp"]
+    to_ms = 1.0 / (res.gpu.core_clock_mhz * 1e3)
+    t = res.params.copy()
+    for col in ("t_exec", "t_comp", "t_mem", "t_overlap", "t_mem_prime", "t_fp", "t_mem_min",
+                "b_itilp", "b_memlp", "b_fp", "b_serial"):
+        t[f"{col}_ms"] = gp[col].to_numpy() * to_ms
+    for b in BENEFIT_FAMILIES:
+        t[f"share_{b}"] = gp[b].to_numpy() / gp["t_exec"].to_numpy()
+    t["mwp"] = mc["mwp"].to_numpy()
+    t["cwp"] = mc["cwp"].to_numpy()
+    t["regime"] = [REGIMES.get(int(r), "") if ok else "" for r, ok in zip(mc["regime"].fillna(-1), res.feasible)]
+    t["zone"] = np.where(gp["t_comp"] >= gp["t_mem_prime"], "compute-bound", "memory-bound")
+    tops = []
+    for i in range(len(t)):
+        pairs = sorted(((t[f"share_{b}"].iloc[i], b) for b in BENEFIT_FAMILIES), reverse=True)
+        tops.append(",".join(b for s, b in pairs if np.isfinite(s) and s > 0.05))
+    t["top"] = tops
+    t.loc[~res.feasible, "zone"] = "infeasible"
+    return Advice(kernel=res.kernel, gpu=res.gpu, table=t, feasible=res.feasible, reason=res.reason)
+
+
+def format_advice(advice: Advice) -> str:
+    """A report for a person: per launch the bottleneck and what to try, then how it moves with size."""
+    t = advice.table
+    params = list(advice.kernel.parameters)
+    lines = [f"{advice.kernel.name} on {advice.gpu.name}"]
+    for i in range(len(t)):
+        head = ", ".join(f"{p}={t[p].iloc[i]:g}" for p in params)
+        if not advice.feasible[i]:
+            lines.append(f"\n[{head}] infeasible: {advice.reason[i]}")
+            continue
+        r = t.iloc[i]
+        lines.append(f"\n[{head}] predicted {r.t_exec_ms:.4g} ms, {r.zone}; MWP-CWP regime: {r.regime} "
+                     f"(MWP {r.mwp:.3g}, CWP {r.cwp:.3g})")
+        lines.append(f"  T_comp {r.t_comp_ms:.4g} ms, T_mem {r.t_mem_ms:.4g} ms, T_overlap {r.t_overlap_ms:.4g} ms, "
+                     f"T'_mem {r.t_mem_prime_ms:.4g} ms; ideal T_fp {r.t_fp_ms:.4g} ms, T_mem_min {r.t_mem_min_ms:.4g} ms")
+        for b, (what, how) in sorted(BENEFIT_FAMILIES.items(), key=lambda kv: -np.nan_to_num(r[f"share_{kv[0]}"])):
+            share = r[f"share_{b}"]
+            flag = "  <-" if b in r.top.split(",") else ""
+            lines.append(f"  {b:<9} {r[f'{b}_ms']:>10.4g} ms {share:>7.1%} of T_exec  {what}: {how}{flag}")
+        if r.share_b_fp < 0:
+            lines.append("  (B_fp < 0: ITILP is below its peak while FP work dominates; GPUPerf Eq. 22 reported as is)")
+    ok = t[advice.feasible]
+    if len(ok) > 1:
+        moves = [f"{ok[params].iloc[0].to_dict()} {ok.zone.iloc[0]}, {ok.regime.iloc[0]}"]
+        for i in range(1, len(ok)):
+            if ok.zone.iloc[i] != ok.zone.iloc[i - 1] or ok.regime.iloc[i] != ok.regime.iloc[i - 1]:
+                moves.append(f"{ok[params].iloc[i].to_dict()} -> {ok.zone.iloc[i]}, {ok.regime.iloc[i]}")
+        lines.append("\nbottleneck across the rows: " + ("; ".join(moves) if len(moves) > 1 else
+                                                           f"unchanged ({ok.zone.iloc[0]}, {ok.regime.iloc[0]})"))
+    return "\n".join(lines)
+
+
+def benefit_chart(advice: Advice, path: str | Path, row: int = 0) -> Path:
+    """Draw seed 000's benefit X-Y chart (Figs. 4 and 14) for one row as a PNG.
+
+    x = memory cost, y = computation cost (ms). A = (T_mem, T_comp); A' = (T'_mem, T_comp) after the
+    overlap; arrows show where each benefit moves A' (B_memlp left, B_itilp / B_serial / B_fp down);
+    the dashed y = x line splits compute- from memory-bound; T_fp and T_mem_min are the ideal costs.
+    Rows of a size sweep are drawn as the A' trajectory.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = advice.table
+    r = t.iloc[row]
+    fig, ax = plt.subplots(figsize=(6.4, 5.6))
+    ok = t[advice.feasible]
+    if len(ok) > 1:
+        ax.plot(ok.t_mem_prime_ms, ok.t_comp_ms, ".-", color="0.7", lw=1, label="A' across rows", zorder=1)
+    ax.scatter([r.t_mem_ms], [r.t_comp_ms], color="0.4", zorder=3)
+    ax.annotate("A", (r.t_mem_ms, r.t_comp_ms), textcoords="offset points", xytext=(6, 4))
+    ax.scatter([r.t_mem_prime_ms], [r.t_comp_ms], color="k", zorder=3)
+    ax.annotate("A'", (r.t_mem_prime_ms, r.t_comp_ms), textcoords="offset points", xytext=(6, 4))
+    x0, y0 = r.t_mem_prime_ms, r.t_comp_ms
+    arrows = [("b_memlp", -r.b_memlp_ms, 0.0, "tab:blue"), ("b_itilp", 0.0, -r.b_itilp_ms, "tab:orange"),
+              ("b_serial", 0.0, -r.b_serial_ms, "tab:green"), ("b_fp", 0.0, -r.b_fp_ms, "tab:red")]
+    # Downward benefits are stacked one after the other from A' (each removes its own cost).
+    span = max(r.t_mem_ms, r.t_comp_ms, 1e-12)
+    y_cur = y0
+    for k, (name, dx, dy, color) in enumerate(arrows):
+        if abs(dx) + abs(dy) <= 1e-12 * span:
+            continue
+        start = (x0 + 0.015 * span * k, y0 if dx else y_cur)
+        ax.annotate("", xy=(start[0] + dx, start[1] + dy), xytext=start,
+                    arrowprops=dict(arrowstyle="->", color=color, lw=1.8))
+        ax.plot([], [], color=color, label=f"{name} = {dx + dy and abs(dx + dy):.3g} ms")
+        y_cur += dy
+    lim = 1.15 * max(r.t_mem_ms, r.t_comp_ms, r.t_mem_min_ms, r.t_fp_ms)
+    ax.plot([0, lim], [0, lim], "--", color="0.5", lw=1)
+    ax.text(0.62 * lim, 0.18 * lim, "memory bound", color="0.4")
+    ax.text(0.08 * lim, 0.8 * lim, "compute bound", color="0.4")
+    ax.axhline(r.t_fp_ms, color="tab:red", lw=0.8, ls=":", label=f"T_fp = {r.t_fp_ms:.3g} ms")
+    ax.axvline(r.t_mem_min_ms, color="tab:blue", lw=0.8, ls=":", label=f"T_mem_min = {r.t_mem_min_ms:.3g} ms")
+    ax.set_xlim(0, lim)
+    ax.set_ylim(min(0.0, y_cur) - 0.02 * lim, lim)
+    ax.set_xlabel("memory cost T'_mem (ms)")
+    ax.set_ylabel("computation cost T_comp (ms)")
+    params = ", ".join(f"{p}={r[p]:g}" for p in advice.kernel.parameters)
+    ax.set_title(f"{advice.kernel.name} on {advice.gpu.name}\n{params}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

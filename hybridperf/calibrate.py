@@ -1,0 +1,129 @@
+"""Fit machine parameters no datasheet gives (latencies, departure delays, Gamma) to recorded runs."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize
+
+from hybridperf.analyze import analyze
+from hybridperf.errors import HybridperfError
+from hybridperf.features import param_columns
+from hybridperf.hardware import _MODEL_KEYS, _SPEC_KEYS, GPUSpec, load_gpu
+from hybridperf.model import training_rows
+
+__all__ = ["DEFAULT_BOUNDS", "Calibration", "calibrate_gpu", "write_gpu_spec"]
+
+# Parameters each model reads, with (low, high) bounds in cycles (or plain numbers).
+DEFAULT_BOUNDS: dict[str, dict[str, tuple[float, float]]] = {
+    "mwp-cwp": {"dram_latency_cycles": (100, 2000), "departure_delay_coal_cycles": (0.5, 100),
+                "departure_delay_uncoal_cycles": (0.5, 200), "issue_cycles": (0.1, 16)},
+    "gpuperf": {"dram_latency_cycles": (100, 2000), "departure_delay_coal_cycles": (0.5, 100),
+                "avg_inst_latency_cycles": (1, 40), "sync_gamma": (1, 500), "l1_hit_latency_cycles": (1, 200)},
+}
+_TIME_COLUMN = {"mwp-cwp": "time_ms", "gpuperf": "time_ms"}
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Fitted parameters, the calibrated spec, and the log-space error before and after."""
+
+    gpu: GPUSpec
+    model: str
+    fitted: Mapping[str, float]
+    initial: Mapping[str, float]
+    log_rmse_before: float
+    log_rmse_after: float
+    n_runs: int
+
+
+def _log_errors(rows: pd.DataFrame, gpu: GPUSpec, model: str) -> np.ndarray:
+    out = []
+    for kernel, g in rows.groupby("kernel", sort=False):
+        params = pd.DataFrame({c.split(".", 1)[1]: pd.to_numeric(g[c]) for c in param_columns(g)})
+        res = analyze(str(kernel), gpu, params.reset_index(drop=True), models=[model])
+        pred = res.terms[model][_TIME_COLUMN[model]].to_numpy()
+        out.append(np.log(pred) - np.log(g["time_ms"].to_numpy(dtype=float)))
+    return np.concatenate(out)
+
+
+def calibrate_gpu(sweep: pd.DataFrame, gpu: GPUSpec | str, *, model: str = "mwp-cwp",
+                  parameters: Sequence[str] | None = None, max_rows: int = 3000, seed: int = 0) -> Calibration:
+    """Fit the GPU's machine parameters of ``model`` to the ok runs of that GPU (MODELS.md section 6).
+
+    Minimises the RMSE of log(predicted / measured) over the parameters, within
+    :data:`DEFAULT_BOUNDS`, with scipy's bounded Powell search in log-parameter space (the
+    models are piecewise, so a derivative-free method). At most ``max_rows`` runs (a seeded
+    random subset) are used.
+    """
+    gpu = load_gpu(gpu)
+    if model not in DEFAULT_BOUNDS:
+        raise HybridperfError(f"calibration supports models {', '.join(DEFAULT_BOUNDS)}, got {model!r}")
+    bounds = DEFAULT_BOUNDS[model]
+    names = list(parameters or bounds)
+    unknown = [n for n in names if n not in bounds]
+    if unknown:
+        raise HybridperfError(f"cannot calibrate {unknown[0]!r} for {model}; choose from {', '.join(bounds)}")
+    rows = training_rows(sweep)
+    stem = Path(gpu.path).stem
+    rows = rows[(rows["gpu"] == stem) | (rows["gpu"] == gpu.name)]
+    if len(rows) < 2:
+        raise HybridperfError(f"need at least 2 ok runs on {gpu.name} to calibrate, found {len(rows)}")
+    if len(rows) > max_rows:
+        rows = rows.sample(max_rows, random_state=seed)
+    x0 = np.log([getattr(gpu, n) for n in names])
+    lb = np.log([bounds[n][0] for n in names])
+    ub = np.log([bounds[n][1] for n in names])
+
+    def spec(x: np.ndarray) -> GPUSpec:
+        return gpu.replace(**{n: float(v) for n, v in zip(names, np.exp(x))})
+
+    def loss(x: np.ndarray) -> float:
+        with np.errstate(all="ignore"):
+            e = _log_errors(rows, spec(x), model)
+        return float(np.sqrt(np.mean(e**2))) if np.all(np.isfinite(e)) else 1e6
+
+    before = loss(np.clip(x0, lb, ub))
+    res = minimize(loss, np.clip(x0, lb, ub), method="Powell", bounds=list(zip(lb, ub)),
+                   options={"maxiter": 40, "xtol": 1e-3, "ftol": 1e-4})
+    best = res.x if res.fun <= before else np.clip(x0, lb, ub)
+    fitted = {n: float(v) for n, v in zip(names, np.exp(best))}
+    note = (f"calibrated: {model} fitted to {len(rows)} runs of {', '.join(sorted(rows['kernel'].unique()))} "
+            f"(log RMSE {before:.3f} -> {min(before, res.fun):.3f}), {date.today().isoformat()}")
+    sources = dict(gpu.sources)
+    sources.update({f"model.{n}": note for n in names})
+    cal = dataclasses.replace(spec(best), sources=sources)
+    return Calibration(gpu=cal, model=model, fitted=fitted, initial={n: float(getattr(gpu, n)) for n in names},
+                       log_rmse_before=before, log_rmse_after=min(before, float(res.fun)), n_runs=len(rows))
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def write_gpu_spec(gpu: GPUSpec, path: str | Path, *, name: str | None = None) -> Path:
+    """Write a spec file (the format of hybridperf/gpus) atomically, e.g. after calibration."""
+    lines = ["format_version = 1", f"name = {_toml_str(name or gpu.name)}",
+             f"compute_capability = {_toml_str(gpu.compute_capability)}", "", "[spec]"]
+    for section, keys in (("spec", _SPEC_KEYS), ("model", _MODEL_KEYS)):
+        if section == "model":
+            lines += ["", "[model]"]
+        for k in keys:
+            lines.append(f"{k} = {{ value = {float(getattr(gpu, k))!r}, source = {_toml_str(gpu.sources.get(f'{section}.{k}', 'unknown'))} }}")
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,487 @@
+"""The sweep table: schema, validation at the boundary, CSV/Parquet readers and writers."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hybridperf.errors import SweepError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "PREFIXES",
+    "STATUSES",
+    "SweepSummary",
+    "noise_floor",
+    "param_columns",
+    "read_provenance",
+    "read_sweep",
+    "summarize_sweep",
+    "validate_sweep",
+    "write_sweep",
+]
+
+FORMAT_VERSION = 1
+STATUSES = ("ok", "failed", "invalid")
+PREFIXES = ("size.", "config.", "counter.", "info.")
+_REQUIRED = ("kernel", "gpu", "time_ms", "status")
+_SPREAD = ("time_std_ms", "time_min_ms", "time_max_ms")
+_BASE_ORDER = ("kernel", "gpu", "time_ms", "repeats", *_SPREAD, "status", "reason")
+_META_FORMAT = b"hybridperf.sweep_format"
+_META_PROVENANCE = b"hybridperf.provenance"
+_NA_VALUES = ["", "NaN", "nan", "NA", "<NA>", "null"]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSummary:
+    """Counts and ranges of one sweep table.
+
+    ``sizes`` and ``configs`` map a parameter name (without prefix) to ``(min, max, n_distinct)``;
+    min and max are NaN for categorical (string) config parameters. ``time_ms`` is
+    ``(min, median, max)`` over ``ok`` rows.
+    """
+
+    rows: int
+    ok: int
+    failed: int
+    invalid: int
+    kernels: tuple[str, ...]
+    gpus: tuple[str, ...]
+    sizes: dict[str, tuple[float, float, int]]
+    configs: dict[str, tuple[float, float, int]]
+    counters: tuple[str, ...]
+    time_ms: tuple[float, float, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable dict (tuples become lists)."""
+        return json.loads(json.dumps(asdict(self), default=float, allow_nan=True))
+
+
+def param_columns(df: pd.DataFrame, prefix: str) -> list[str]:
+    """Columns of ``df`` in one namespace, e.g. ``param_columns(df, "size.")``, in table order."""
+    if prefix not in PREFIXES:
+        raise SweepError(f"unknown column prefix {prefix!r}; use one of {', '.join(PREFIXES)}")
+    return [c for c in df.columns if isinstance(c, str) and c.startswith(prefix)]
+
+
+def _rows(mask: np.ndarray | pd.Series) -> str:
+    idx = np.flatnonzero(np.asarray(mask, dtype=bool))
+    shown = ", ".join(str(i + 1) for i in idx[:3])
+    return f"{len(idx)} rows, e.g. data row {shown}"
+
+
+def _fail(source: str, what: str, fix: str) -> SweepError:
+    return SweepError(f"{source}: {what}; {fix}")
+
+
+def _numeric(df: pd.DataFrame, col: str, source: str) -> pd.Series:
+    s = df[col]
+    if pd.api.types.is_bool_dtype(s):
+        return s.astype("int64")
+    if pd.api.types.is_numeric_dtype(s):
+        return s.astype("float64") if not pd.api.types.is_integer_dtype(s) or s.hasnans else s
+    num = pd.to_numeric(s, errors="coerce")
+    bad = num.isna() & s.notna()
+    if bad.any():
+        first = s[bad].iloc[0]
+        raise _fail(source, f"non-numeric values in column {col!r} ({_rows(bad)}: {str(first)[:40]!r})",
+                    "store numbers only (booleans as 0/1)")
+    return num.astype("float64")
+
+
+def _config(df: pd.DataFrame, col: str, source: str) -> pd.Series:
+    s = df[col]
+    if pd.api.types.is_bool_dtype(s) or pd.api.types.is_numeric_dtype(s):
+        return _numeric(df, col, source)
+    values = s.dropna()
+    kinds = {type(v) for v in values}
+    if kinds <= {str}:
+        return s.astype("str")
+    if not kinds & {str}:
+        return _numeric(df, col, source)
+    raise _fail(source, f"column {col!r} mixes numbers and strings ({_rows(s.notna() & ~s.map(type).eq(str))} not strings)",
+                "use numbers (booleans as 0/1) or, for a truly categorical parameter, strings only")
+
+
+def _names(df: pd.DataFrame, col: str, source: str, known: set[str] | None, what: str,
+           canonical: Callable[[str], str | None]) -> pd.Series:
+    s = df[col]
+    if pd.api.types.is_string_dtype(s) and not pd.api.types.is_object_dtype(s):
+        missing = (s.isna() | s.str.strip().eq("")).to_numpy(dtype=bool)
+    else:
+        missing = s.map(lambda v: not isinstance(v, str) or not v.strip()).to_numpy(dtype=bool)
+    if missing.any():
+        raise _fail(source, f"missing or non-text {what} name in column {col!r} ({_rows(missing)})",
+                    f"give every row a {what} name")
+    s = s.astype("str")
+    if known:
+        for name in sorted(set(s.unique()) - known):
+            n = int((s == name).sum())
+            canon = canonical(name)
+            if canon and canon != name and canon in known:
+                raise _fail(source, f"{what} {name!r} in column {col!r} ({n} rows) is an alias",
+                            f"store the canonical name {canon!r}")
+            raise _fail(source, f"unknown {what} {name!r} in column {col!r} ({n} rows)",
+                        f"use a shipped {what} name, add a {'spec' if what == 'GPU' else 'descriptor'} file, "
+                        f"or pass known_{'gpus' if what == 'GPU' else 'kernels'}=[...]")
+    return s
+
+
+def _canonical_gpu(name: str) -> str | None:
+    try:
+        from hybridperf.hardware import load_gpu
+        return Path(load_gpu(name).path).stem
+    except Exception:  # noqa: BLE001 - any failure just means "no suggestion"
+        return None
+
+
+def _canonical_kernel(name: str) -> str | None:
+    try:
+        from hybridperf.kernel import load_kernel
+        return load_kernel(name).name
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _default_names(kind: str) -> set[str] | None:
+    """Shipped GPU stems / kernel names; None (check skipped) if none are installed."""
+    try:
+        if kind == "gpu":
+            from hybridperf.hardware import gpu_names
+            names = gpu_names()
+        else:
+            from hybridperf.kernel import kernel_names
+            names = kernel_names()
+    except ImportError:
+        return None
+    return set(names) or None
+
+
+def validate_sweep(df: pd.DataFrame, *, source: str = "<DataFrame>",
+                   known_kernels: Iterable[str] | None = None,
+                   known_gpus: Iterable[str] | None = None) -> pd.DataFrame:
+    """Check a sweep table once, where it enters, and return it normalised.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The sweep (see docs/sweep-format.md).
+    source : str
+        Where the table came from (file name); every error message starts with it.
+    known_kernels, known_gpus : iterable of str, optional
+        Accepted kernel names and GPU spec stems. Default: the shipped kernel descriptors
+        (``hybridperf.kernel.kernel_names()``) and GPU specs (``hybridperf.hardware.gpu_names()``);
+        the check is skipped where none are installed.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A shallow copy with canonical dtypes (``repeats`` Int64, times float64, booleans 0/1,
+        empty ``reason`` for ok rows) and columns in canonical order.
+
+    Raises
+    ------
+    SweepError
+        On the first problem: missing or unknown columns, missing values where required,
+        non-positive times on ok rows, unknown GPU or kernel, duplicate configurations.
+    """
+    return _validate(df, source, _resolve(known_kernels, "kernel"), _resolve(known_gpus, "gpu"))
+
+
+def _resolve(known: Iterable[str] | None, kind: str) -> set[str] | None:
+    return _default_names(kind) if known is None else {str(k) for k in known}
+
+
+def _validate(df: pd.DataFrame, source: str, kernels: set[str] | None, gpus: set[str] | None) -> pd.DataFrame:
+    if not isinstance(df, pd.DataFrame):
+        raise SweepError(f"{source}: expected a pandas DataFrame, got {type(df).__name__}; read the file with read_sweep")
+    if len(df) == 0:
+        raise _fail(source, "the sweep has no rows", "record at least one configuration")
+    out = df.copy(deep=False).reset_index(drop=True)
+    cols = [str(c) for c in out.columns]
+    if len(set(cols)) != len(cols):
+        dup = sorted({c for c in cols if cols.count(c) > 1})[0]
+        raise _fail(source, f"column {dup!r} appears twice", "keep one copy")
+    out.columns = cols
+    missing = [c for c in _REQUIRED if c not in cols]
+    if missing:
+        raise _fail(source, f"missing column {missing[0]!r} (have {', '.join(cols[:8])}{', ...' if len(cols) > 8 else ''})",
+                    "see docs/sweep-format.md for the required columns")
+    for c in cols:
+        if c in _BASE_ORDER:
+            continue
+        if not c.startswith(PREFIXES) or c.split(".", 1)[1] == "":
+            raise _fail(source, f"unknown column {c!r}",
+                        "rename it to size.<name>, config.<name>, counter.<name> or info.<name>, or drop it")
+    out["kernel"] = _names(out, "kernel", source, kernels, "kernel", _canonical_kernel)
+    out["gpu"] = _names(out, "gpu", source, gpus, "GPU", _canonical_gpu)
+
+    status = out["status"]
+    bad = ~status.isin(STATUSES)
+    if bad.any():
+        first = status[bad].iloc[0]
+        raise _fail(source, f"invalid status {first!r} in column 'status' ({_rows(bad)})",
+                    f"use one of {', '.join(STATUSES)}")
+    out["status"] = status.astype("str")
+    ok = (out["status"] == "ok").to_numpy()
+
+    reason = out["reason"] if "reason" in cols else pd.Series("", index=out.index)
+    reason = reason.astype("object").where(reason.notna(), "").astype("str")
+    if (ok & (reason != "").to_numpy()).any():
+        raise _fail(source, f"'reason' is set on ok rows ({_rows(ok & (reason != '').to_numpy())})",
+                    "leave reason empty for ok rows or change their status")
+    if (~ok & (reason == "").to_numpy()).any():
+        raise _fail(source, f"failed/invalid rows without a reason ({_rows(~ok & (reason == '').to_numpy())})",
+                    "say why in column 'reason' (e.g. 'CompilationFailedConfig')")
+    out["reason"] = reason
+
+    time = _numeric(out, "time_ms", source).astype("float64")
+    t = time.to_numpy()
+    bad = ok & ~(np.isfinite(t) & (t > 0))
+    if bad.any():
+        raise _fail(source, f"missing, non-finite or non-positive time_ms on ok rows ({_rows(bad)})",
+                    "record a positive time in ms or set status to failed/invalid with a reason")
+    bad = ~ok & ~(np.isnan(t) | (np.isfinite(t) & (t > 0)))
+    if bad.any():
+        raise _fail(source, f"non-positive or infinite time_ms on failed/invalid rows ({_rows(bad)})",
+                    "leave time_ms empty (NaN) when there is no valid measurement")
+    out["time_ms"] = time
+    if "repeats" in cols:
+        rep = _numeric(out, "repeats", source).astype("float64").to_numpy()
+        bad = ~np.isnan(rep) & ((rep < 1) | (rep != np.round(rep)))
+        if bad.any():
+            raise _fail(source, f"repeats must be a whole number >= 1 ({_rows(bad)})", "leave it empty when unknown")
+        out["repeats"] = pd.Series(rep, index=out.index).astype("Int64")
+    else:
+        out["repeats"] = pd.array([pd.NA] * len(out), dtype="Int64")
+    for c in _SPREAD:
+        if c in cols:
+            v = _numeric(out, c, source).astype("float64")
+            bad = ~(v.isna() | (np.isfinite(v) & (v >= 0)))
+            if bad.any():
+                raise _fail(source, f"negative or infinite values in {c!r} ({_rows(bad)})", "store spreads in ms, >= 0")
+            out[c] = v
+    if "time_min_ms" in cols and "time_max_ms" in cols:
+        lo, hi = out["time_min_ms"].to_numpy(), out["time_max_ms"].to_numpy()
+        tol = 1e-9 * np.abs(t) + 1e-12
+        bad = ok & ((lo > t + tol) | (hi < t - tol))
+        if bad.any():
+            raise _fail(source, f"time_ms outside [time_min_ms, time_max_ms] ({_rows(bad)})",
+                        "time_ms must be the median of the repeats")
+    for c in cols:
+        if c.startswith(("size.", "counter.")):
+            v = _numeric(out, c, source)
+            if np.isinf(v.to_numpy(dtype="float64", na_value=np.nan)).any():
+                raise _fail(source, f"infinite values in {c!r} ({_rows(np.isinf(v.astype('float64')))})", "store finite numbers")
+            out[c] = v
+        elif c.startswith("config."):
+            out[c] = _config(out, c, source)
+    key = ["kernel", "gpu", *param_columns(out, "size."), *param_columns(out, "config.")]
+    dup = out.duplicated(subset=key, keep=False).to_numpy()
+    if dup.any():
+        raise _fail(source, f"duplicate configurations (same {', '.join(key[:4])}{', ...' if len(key) > 4 else ''}; {_rows(dup)})",
+                    "merge repeats into one row (time_ms = median, repeats = count) "
+                    "or add the parameter that distinguishes them as a config.* column")
+    order = [c for c in _BASE_ORDER[:2] if c in out] + param_columns(out, "size.") + param_columns(out, "config.")
+    order += [c for c in _BASE_ORDER[2:] if c in out] + param_columns(out, "counter.") + param_columns(out, "info.")
+    result = out[order]
+    result.attrs = dict(df.attrs)
+    return result
+
+
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Write via a temp file in the same directory and os.replace, so no partial file is ever left."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise SweepError(f"{path}: directory {str(path.parent)!r} does not exist; create it first")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise SweepError(f"{path}: cannot write ({exc.strerror or exc}); check permissions and free space") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _kind(path: Path) -> str:
+    name = path.name.lower()
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    if name.endswith((".csv", ".csv.gz")):
+        return "csv"
+    raise SweepError(f"{path}: unknown sweep file type; use a .parquet, .csv or .csv.gz file name")
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".meta.json")
+
+
+def write_sweep(df: pd.DataFrame, path: str | Path, *, provenance: dict[str, Any] | None = None) -> Path:
+    """Validate the table's structure and write it atomically as Parquet (zstd) or CSV.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A sweep table. Kernel and GPU names are not re-checked (they were checked where the data
+        entered); everything else is.
+    path : str or Path
+        ``*.parquet`` (zstd-compressed, provenance in the key-value metadata) or ``*.csv`` /
+        ``*.csv.gz`` (provenance in ``<path>.meta.json``).
+    provenance : dict, optional
+        JSON-serialisable provenance (source repo, commit, path, licence, units, importer,
+        command). Defaults to ``df.attrs["provenance"]``.
+
+    Returns
+    -------
+    Path
+        The path written.
+    """
+    path = Path(path)
+    kind = _kind(path)
+    clean = _validate(df, str(path), None, None)
+    prov = dict(provenance if provenance is not None else df.attrs.get("provenance", {}))
+    try:
+        prov_json = json.dumps(prov, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SweepError(f"{path}: provenance is not JSON-serialisable ({exc}); pass plain str/number/list/dict values") from None
+    clean.attrs = {}
+    if kind == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(clean, preserve_index=False)
+        meta = dict(table.schema.metadata or {})
+        meta[_META_FORMAT] = str(FORMAT_VERSION).encode()
+        meta[_META_PROVENANCE] = prov_json.encode()
+        table = table.replace_schema_metadata(meta)
+        _atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd", compression_level=9))
+    else:
+        compression = "gzip" if path.name.lower().endswith(".gz") else None
+        _atomic_write(path, lambda tmp: clean.to_csv(tmp, index=False, compression=compression))
+        side = {"sweep_format": FORMAT_VERSION, "provenance": prov}
+        _atomic_write(_sidecar(path), lambda tmp: tmp.write_text(json.dumps(side, indent=2, sort_keys=True) + "\n"))
+    return path
+
+
+def read_provenance(path: str | Path) -> dict[str, Any]:
+    """Provenance stored with a sweep file (Parquet metadata or CSV sidecar); ``{}`` if none."""
+    path = Path(path)
+    try:
+        if _kind(path) == "parquet":
+            import pyarrow.parquet as pq
+
+            meta = pq.read_schema(path).metadata or {}
+            raw = meta.get(_META_PROVENANCE)
+            return json.loads(raw) if raw else {}
+        side = _sidecar(path)
+        if not side.is_file():
+            return {}
+        doc = json.loads(side.read_text())
+    except (OSError, ValueError) as exc:
+        raise SweepError(f"{path}: cannot read provenance ({str(exc).splitlines()[0][:120]}); "
+                         "rewrite the file with write_sweep") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("provenance", {}), dict):
+        raise SweepError(f"{_sidecar(path)}: expected {{'sweep_format': 1, 'provenance': {{...}}}}; rewrite it with write_sweep")
+    return doc.get("provenance", {})
+
+
+def read_sweep(path: str | Path, *, known_kernels: Iterable[str] | None = None,
+               known_gpus: Iterable[str] | None = None) -> pd.DataFrame:
+    """Read a sweep file (Parquet or CSV), validate it, and attach its provenance.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``*.parquet``, ``*.csv`` or ``*.csv.gz``.
+    known_kernels, known_gpus : iterable of str, optional
+        Passed to :func:`validate_sweep`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The validated table; ``df.attrs["provenance"]`` holds the stored provenance.
+    """
+    path = Path(path)
+    kind = _kind(path)
+    if not path.is_file():
+        raise SweepError(f"{path}: no such file; check the path")
+    try:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            df = pq.read_table(path).to_pandas()
+        else:
+            df = pd.read_csv(path, keep_default_na=False, na_values=_NA_VALUES, low_memory=False)
+    except pd.errors.EmptyDataError:
+        raise SweepError(f"{path}: the file is empty; write a header row and at least one data row") from None
+    except (OSError, ValueError, EOFError, pd.errors.ParserError) as exc:
+        msg = " ".join(str(exc).split())[:160]
+        raise SweepError(f"{path}: cannot parse as {kind} ({msg}); re-export the file") from None
+    prov = read_provenance(path)
+    out = validate_sweep(df, source=str(path), known_kernels=known_kernels, known_gpus=known_gpus)
+    out.attrs["provenance"] = prov
+    return out
+
+
+def _range(s: pd.Series) -> tuple[float, float, int]:
+    if pd.api.types.is_numeric_dtype(s):
+        v = s.astype("float64")
+        return (float(v.min()), float(v.max()), int(v.nunique()))
+    return (math.nan, math.nan, int(s.nunique()))
+
+
+def summarize_sweep(df: pd.DataFrame) -> SweepSummary:
+    """Rows, ok/failed/invalid counts, GPUs, kernels and size/config ranges of a validated sweep."""
+    counts = df["status"].value_counts()
+    ok_t = df.loc[df["status"] == "ok", "time_ms"]
+    times = (float(ok_t.min()), float(ok_t.median()), float(ok_t.max())) if len(ok_t) else (math.nan,) * 3
+    return SweepSummary(
+        rows=len(df), ok=int(counts.get("ok", 0)), failed=int(counts.get("failed", 0)),
+        invalid=int(counts.get("invalid", 0)),
+        kernels=tuple(sorted(df["kernel"].unique())), gpus=tuple(sorted(df["gpu"].unique())),
+        sizes={c[5:]: _range(df[c]) for c in param_columns(df, "size.")},
+        configs={c[7:]: _range(df[c]) for c in param_columns(df, "config.")},
+        counters=tuple(c[8:] for c in param_columns(df, "counter.")),
+        time_ms=times,
+    )
+
+
+def noise_floor(df: pd.DataFrame, *, min_repeats: int = 3) -> dict[str, Any]:
+    """Run-to-run noise: per-configuration coefficient of variation of the repeats.
+
+    CV = ``time_std_ms / time_ms`` (sample standard deviation over the recorded repeats divided by
+    their median), over ok rows with at least ``min_repeats`` repeats and a recorded spread.
+
+    Returns
+    -------
+    dict
+        ``configs`` (rows used), ``cv_median``, ``cv_p95`` (fractions, NaN when no row qualifies),
+        ``min_repeats`` and ``per_gpu`` (the same three numbers for each GPU).
+    """
+    empty = {"configs": 0, "cv_median": math.nan, "cv_p95": math.nan}
+    if "time_std_ms" not in df.columns or "repeats" not in df.columns:
+        return {**empty, "min_repeats": min_repeats, "per_gpu": {}}
+    rep = df["repeats"].astype("float64")
+    use = (df["status"] == "ok") & (rep >= min_repeats) & df["time_std_ms"].notna()
+    sub = df.loc[use, ["gpu"]].assign(cv=(df.loc[use, "time_std_ms"] / df.loc[use, "time_ms"]).astype("float64"))
+
+    def stats(cv: pd.Series) -> dict[str, Any]:
+        if len(cv) == 0:
+            return dict(empty)
+        return {"configs": int(len(cv)), "cv_median": float(cv.median()), "cv_p95": float(cv.quantile(0.95))}
+
+    per_gpu = {str(g): stats(grp["cv"]) for g, grp in sub.groupby("gpu", sort=True)}
+    return {**stats(sub["cv"]), "min_repeats": min_repeats, "per_gpu": per_gpu}

@@ -1,0 +1,79 @@
+"""train / predict / evaluate / calibrate / advise, run in-process."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hybridperf.cli import main
+
+SWEEP = str(Path(__file__).resolve().parents[2] / "datasets" / "titanv-seed004" / "sweep.csv")
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("cli") / "model.json")
+    assert main(["train", SWEEP, "-o", path, "--quiet"]) == 0
+    return path
+
+
+def test_train_writes_model_and_reports(model_path: str, capsys) -> None:
+    doc = json.loads(Path(model_path).read_text())
+    assert "train" in doc["body"]["metadata"]["command"]
+
+
+def test_predict_table_json_csv(model_path: str, capsys) -> None:
+    assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048,65536"]) == 0
+    out = capsys.readouterr().out
+    assert "time_ms" in out and "outside trained" in out
+    assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert rows[0]["time_ms"] > 0 and rows[0]["lo_ms"] < rows[0]["time_ms"] < rows[0]["hi_ms"]
+    assert main(["predict", "-m", model_path, "--kernel", "dot", "--set", "N=1e9", "--csv"]) == 0
+    assert capsys.readouterr().out.startswith("kernel,gpu,size.N")
+
+
+def test_predict_rows_file(model_path: str, tmp_path: Path, capsys) -> None:
+    rows = tmp_path / "rows.csv"
+    rows.write_text("kernel,gpu,size.N\nseed004-vecadd,titan-v,5e7\nseed004-matadd,titan-v,30000\n")
+    assert main(["predict", "-m", model_path, "--rows", str(rows), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["rows"]) == 2
+
+
+def test_evaluate_side_by_side(capsys) -> None:
+    assert main(["evaluate", SWEEP, "--split", "S2", "--kernel", "seed004-matadd", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)["table"]
+    methods = [r["method"] for r in table]
+    assert any(m.startswith("hybrid") for m in methods) and "boosting" in methods
+    assert any(m.startswith("calibrated:") for m in methods) and any(m.startswith("analytical:") for m in methods)
+
+
+def test_calibrate_writes_loadable_spec(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "tv.toml"
+    assert main(["calibrate", SWEEP, "--gpu", "titan-v", "--model", "mwp-cwp", "--param", "dram_latency_cycles",
+                 "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "log RMSE" in text
+    assert main(["analyze", "--gpu", str(out), "--kernel", "matvec", "--set", "N=4096", "--json"]) == 0
+
+
+def test_advise_and_chart(tmp_path: Path, capsys) -> None:
+    png = tmp_path / "chart.png"
+    assert main(["advise", "--gpu", "a100", "--kernel", "matvec", "--set", "N=1024,16384", "--chart", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "b_memlp" in out and "memory-bound" in out and "bottleneck across the rows" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["predict", "-m", "missing.json", "--set", "N=1"], "cannot read model file"),
+    (["train", "nope.csv", "-o", "x.json"], "nope.csv"),
+    (["evaluate", SWEEP, "--split", "S3", "--holdout", "nokernel"], "S3 needs --holdout"),
+    (["calibrate", SWEEP, "--gpu", "a100"], "need at least 2 ok runs"),
+])
+def test_errors_exit_2(argv, message, capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

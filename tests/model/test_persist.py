@@ -1,0 +1,112 @@
+"""Model files: identical predictions after a round trip; damaged files are refused clearly."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hybridperf.model import predict_rows, train_model
+from hybridperf.persist import ModelFileError, load_model, save_model
+
+SWEEP = Path(__file__).resolve().parents[2] / "datasets" / "titanv-seed004" / "sweep.csv"
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory) -> Path:
+    model = train_model(pd.read_csv(SWEEP), booster_params={"n_estimators": 60})
+    path = tmp_path_factory.mktemp("m") / "model.json"
+    save_model(model, path)
+    return path
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "boosting", "calibrated", "analytical"])
+def test_round_trip_identical_predictions(tmp_path: Path, mode: str) -> None:
+    df = pd.read_csv(SWEEP)
+    model = train_model(df, mode=mode, booster_params={"n_estimators": 40}, baseline="roofline")
+    before = predict_rows(model, df)
+    save_model(model, tmp_path / "m.json")
+    after = predict_rows(load_model(tmp_path / "m.json"), df)
+    pd.testing.assert_frame_equal(before, after)
+
+
+def test_file_is_plain_json_with_provenance(model_file: Path) -> None:
+    doc = json.loads(model_file.read_text())
+    meta = doc["body"]["metadata"]
+    assert {"versions", "kernels", "gpus", "created", "feature_version", "domain"} <= set(meta)
+    assert doc["body"]["booster"] and "learner" in json.loads(doc["body"]["booster"])
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "bad.json"
+    p.write_text(text)
+    return p
+
+
+def test_truncated_file_is_refused(tmp_path: Path, model_file: Path) -> None:
+    text = model_file.read_text()
+    with pytest.raises(ModelFileError, match="truncated"):
+        load_model(_write(tmp_path, text[: len(text) // 2]))
+
+
+def test_tampered_file_is_refused(tmp_path: Path, model_file: Path) -> None:
+    doc = json.loads(model_file.read_text())
+    doc["body"]["estimator"]["offset"] = 1.0
+    with pytest.raises(ModelFileError, match="checksum mismatch"):
+        load_model(_write(tmp_path, json.dumps(doc)))
+
+
+def test_incompatible_versions_are_refused(tmp_path: Path, model_file: Path) -> None:
+    import hashlib
+
+    for field, value, message in [("format", "hybridperf-model/99", "model format"),
+                                  ("feature_version", 999, "feature version")]:
+        doc = json.loads(model_file.read_text())
+        doc["body"][field] = value
+        payload = json.dumps(doc["body"], sort_keys=True, allow_nan=False).encode()
+        doc["sha256"] = hashlib.sha256(payload).hexdigest()
+        with pytest.raises(ModelFileError, match=message):
+            load_model(_write(tmp_path, json.dumps(doc)))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "truncated"), ("[1, 2]", "not a hybridperf model"), ('{"body": {}, "sha256": "0"}', "checksum"),
+    ("\x00\x01", "truncated"),
+])
+def test_garbage_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ModelFileError, match=message) as e:
+        load_model(_write(tmp_path, text))
+    assert "\n" not in str(e.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ModelFileError, match="cannot read"):
+        load_model(tmp_path / "none.json")
+
+
+def test_write_is_atomic(tmp_path: Path, model_file: Path, monkeypatch) -> None:
+    model = load_model(model_file)
+    target = tmp_path / "m.json"
+    target.write_text("previous")
+    import hybridperf.persist as persist
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(persist.os, "fsync", boom)
+    with pytest.raises(OSError):
+        save_model(model, target)
+    assert target.read_text() == "previous"
+    assert list(tmp_path.iterdir()) == [target]
+
+
+def test_predictions_are_positive_and_flag_unseen_sizes(model_file: Path) -> None:
+    model = load_model(model_file)
+    rows = pd.DataFrame({"kernel": "seed004-matvec", "gpu": "titan-v", "size.N": [2048.0, 65536.0]})
+    out = predict_rows(model, rows)
+    assert (out.time_ms > 0).all() and (out.lo_ms < out.time_ms).all() and (out.time_ms < out.hi_ms).all()
+    assert list(out.out_of_domain) == [False, True]
+    assert "65536" in out.ood_reason.iloc[1]
+    assert np.isfinite(out.time_ms).all()

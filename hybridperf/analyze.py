@@ -18,7 +18,7 @@ from hybridperf.analytical.ryoo import ryoo_metrics
 from hybridperf.analytical.scaled_counts import scaled_counts
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
-from hybridperf.kernel import KernelDescriptor, load_kernel
+from hybridperf.kernel import KernelDescriptor, KernelProfile, load_kernel
 
 __all__ = ["MODELS", "Analysis", "analyze", "parameter_grid", "parse_values"]
 
@@ -35,6 +35,7 @@ class Analysis:
     feasible: np.ndarray
     reason: np.ndarray
     terms: Mapping[str, pd.DataFrame]
+    profile: KernelProfile
 
     def summary(self) -> pd.DataFrame:
         """One row per launch: parameters, each model's time (ms) and the interpretable terms."""
@@ -153,4 +154,5 @@ def analyze(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[
             numeric = df.select_dtypes(include="number").columns
             df.loc[~ok, numeric] = np.nan
             terms[m] = df
-    return Analysis(kernel=kernel, gpu=gpu, params=full, feasible=ok, reason=reason.astype(str), terms=terms)
+    return Analysis(kernel=kernel, gpu=gpu, params=full, feasible=ok, reason=reason.astype(str), terms=terms,
+                    profile=prof)

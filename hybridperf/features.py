@@ -56,7 +56,7 @@ def _group_features(kernel: str, gpu_name: str, rows: pd.DataFrame) -> pd.DataFr
     t = res.terms
     mc, gp, sc, rf = t["mwp-cwp"], t["gpuperf"], t["scaled-counts"], t["roofline"]
     oc, ry = t["occupancy"], t["ryoo"]
-    prof = desc.profile(res.params.to_dict("series"))
+    prof = res.profile
     f: dict[str, np.ndarray] = {
         "log_mwp_cwp_ms": _log(mc.time_ms.to_numpy()),
         "log_gpuperf_ms": _log(gp.time_ms.to_numpy()),

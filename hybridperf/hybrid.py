@@ -203,11 +203,17 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
 
     def predict_interval(self, X: npt.ArrayLike, coverage: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Split-conformal interval (lo, hi) around :meth:`predict`, symmetric in log space."""
+        _, lo, hi = self.predict_with_interval(X, coverage)
+        return lo, hi
+
+    def predict_with_interval(self, X: npt.ArrayLike,
+                              coverage: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Prediction and its conformal interval from one pass of the regressor: (pred, lo, hi)."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
         q = self.interval_half_width(coverage)
         mid = self._log_predict(X)
-        return np.exp(mid - q), np.exp(mid + q)
+        return np.exp(mid), np.exp(mid - q), np.exp(mid + q)
 
     def interval_half_width(self, coverage: float | None = None) -> float:
         """Log-space half width of the conformal interval at ``coverage`` (default: ``self.coverage``)."""

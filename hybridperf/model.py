@@ -149,8 +149,7 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     feats = sweep_features(rows)
     X = _feature_matrix(feats, model.feature_columns)
     est = model.estimator
-    pred = est.predict(X)
-    lo, hi = est.predict_interval(X, coverage)
+    pred, lo, hi = est.predict_with_interval(X, coverage)
     out = pd.DataFrame(index=rows.index)
     out["time_ms"] = pred
     out["lo_ms"] = lo
@@ -185,7 +184,7 @@ def _domain(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
 def _outside(rows: pd.DataFrame, metadata: Mapping[str, Any]) -> list[str]:
     """Why each row lies outside the training domain ('' when inside); vectorised per kernel."""
     domain = metadata.get("domain", {})
-    why = [[] for _ in range(len(rows))]
+    why: list[list[str]] = [[] for _ in range(len(rows))]
     kernels = rows["kernel"].astype(str).to_numpy()
     gpus = rows["gpu"].astype(str).to_numpy()
     for kernel in np.unique(kernels):
@@ -211,4 +210,4 @@ def _outside(rows: pd.DataFrame, metadata: Mapping[str, Any]) -> list[str]:
                     bad &= (v < seen[0]) | (v > seen[1])
                 for i, x in zip(idx[bad], v[bad]):
                     why[i].append(f"{name} {x:g} never trained")
-    return ["; ".join(w[:3]) for w in why]
+    return ["; ".join(w[:3]) if w else "" for w in why]

@@ -13,7 +13,8 @@ from scipy.stats import spearmanr
 from hybridperf.errors import HybridperfError
 from hybridperf.features import BASELINES, sweep_features
 from hybridperf.hybrid import HybridRegressor, default_booster
-from hybridperf.model import choose_baseline, training_rows
+from hybridperf.baseline import BASELINE_COLUMN, GROUP_COLUMNS, add_baseline, add_group_ids, choose_baselines
+from hybridperf.model import training_rows
 
 __all__ = ["SPLITS", "Evaluation", "ape_metrics", "evaluate", "size_metric", "split_indices", "topk_scores"]
 
@@ -153,16 +154,22 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
             reg = default_booster(seed)
             if booster_params:
                 reg.set_params(**booster_params)
+            X = feats
             if method == "hybrid":
-                base = choose_baseline(feats.iloc[tr], y[tr])
-                est = HybridRegressor(regressor=reg, baseline_column=BASELINES[base], coverage=0.9, random_state=seed)
-                cols = all_cols
+                kern = rows["kernel"].astype(str).to_numpy()
+                mapping, fallback = choose_baselines(feats.iloc[tr], y[tr], kern[tr], rows["gpu"].to_numpy()[tr])
+                X = add_group_ids(add_baseline(feats, kern, mapping, fallback), rows)
+                base = ",".join(sorted(set(mapping.values()))) if len(mapping) <= 8 else f"per kernel, else {fallback}"
+                est = HybridRegressor(regressor=reg, baseline_column=BASELINE_COLUMN, coverage=0.9, random_state=seed,
+                                      group_columns=list(GROUP_COLUMNS), shrink_residual=True,
+                                      calibration="affine")
+                cols = [*all_cols, BASELINE_COLUMN, *GROUP_COLUMNS]
             elif method in ("boosting", "boosting+features"):
                 est = HybridRegressor(regressor=reg, mode="boosting", coverage=0.9, random_state=seed)
                 cols = param_cols if method == "boosting" else all_cols
             else:
                 raise HybridperfError(f"unknown method {method!r}")
-            X = feats[cols].astype(np.float64)
+            X = X[cols].astype(np.float64)
             est.fit(X.iloc[tr], y[tr])
             pred = est.predict(X.iloc[te])
             lo90, hi90 = est.predict_interval(X.iloc[te], 0.9)

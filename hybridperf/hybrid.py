@@ -5,6 +5,7 @@ from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.model_selection import GroupKFold, KFold
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -14,6 +15,31 @@ __all__ = ["MODES", "HybridRegressor", "default_booster"]
 MODES = ("hybrid", "analytical", "calibrated", "boosting")
 _HOLDOUT_ROWS = 20_000  # above this, conformal scores come from one 20% holdout instead of k folds
 _DISCRETE_MAX = 32  # a training column with at most this many distinct values is treated as categorical
+
+
+def _affine_fit(base: np.ndarray, resid: np.ndarray) -> tuple[float, float] | None:
+    """Fit log(y) = log(s * B + a), B = exp(base), a in [0, min y], in log space; None if too few runs."""
+    from scipy.optimize import least_squares
+
+    ok = np.isfinite(base) & np.isfinite(resid)
+    base, resid = base[ok], resid[ok]
+    if len(base) < 4 or np.ptp(base) < np.log(2.0):
+        return None
+    y_min = float(np.min(np.exp(base + resid)))
+    big = np.exp(-base)
+
+    def f(p: np.ndarray) -> np.ndarray:
+        return np.log(np.exp(p[0]) + p[1] * big) - resid
+
+    fit = least_squares(f, x0=[float(np.mean(resid)), 0.0], bounds=([-np.inf, 0.0], [np.inf, y_min]))
+    return (float(fit.x[0]), float(fit.x[1])) if fit.success else None
+
+
+def _stack_weight(resid: np.ndarray, pred: np.ndarray, default: float) -> float:
+    """Least-squares weight in [0, 1] of out-of-fold residual predictions (``default`` if undefined)."""
+    ok = np.isfinite(resid) & np.isfinite(pred)
+    den = float(np.sum(pred[ok] ** 2))
+    return float(np.clip(np.sum(resid[ok] * pred[ok]) / den, 0.0, 1.0)) if den > 0 else default
 
 
 def default_booster(random_state: int | None = 0, n_jobs: int = 2) -> Any:
@@ -46,6 +72,21 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         Folds for the out-of-fold residuals (above 20,000 rows without groups: one 20% holdout).
     random_state : int or None
         Seed for the folds (the regressor has its own).
+    group_columns : list of int or str, optional
+        Columns of group ids (most specific first, e.g. a (kernel, GPU) id then a kernel id). With a
+        baseline, each group's mean log residual is removed first (a per-group scale, the
+        calibrated analytical model) and the regressor learns what remains; rows of an unseen
+        group fall back to the next column's group, then to the overall mean.
+    calibration : {"scale", "affine"}
+        How each group of the first group column is calibrated to the baseline: ``scale``, one
+        factor (seed 004's adjusting weight); ``affine``, time = overhead + factor x baseline with
+        0 <= overhead <= the group's fastest run (a fixed launch/measurement cost the analytical
+        models leave out), fitted in log space when the group has 4+ runs spanning 2x in baseline.
+    shrink_residual : bool
+        Scale the learned residual by the weight in [0, 1] that best fits the out-of-fold
+        residuals (a stacking weight), one weight per group of the last group column (e.g. per
+        kernel) and an overall one: residuals that are noise (tiny or noisy data) shrink to 0,
+        leaving the calibrated baseline; residuals with structure keep a weight near 1.
     domain_columns : list of int or str, optional
         Columns whose training range defines the domain (default: all).
     categorical_columns : list of int or str, optional
@@ -55,7 +96,11 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     Attributes
     ----------
     regressor_ : fitted clone of ``regressor`` (``None`` in analytical/calibrated modes).
-    offset_ : float, log-space scale fitted in calibrated mode (0 otherwise).
+    offset_ : float, overall log-space scale (calibrated mode, or with group_columns; 0 otherwise).
+    group_offsets_ : list of {group id: (log scale, overhead)}, one per group column (overhead 0
+        except for affine-calibrated groups of the first column).
+    residual_weight_ : float, overall weight of the learned residual (1 unless shrink_residual).
+    residual_weights_ : {group id: weight} for the last group column.
     oof_abs_log_errors_ : sorted out-of-fold |log(pred/measured)|, the conformal scores.
     feature_min_, feature_max_ : training range of each column (finite values).
     domain_mask_, categorical_mask_ : which columns the out-of-domain check uses.
@@ -63,8 +108,12 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, regressor: Any = None, baseline_column: int | str | None = None, mode: str = "hybrid",
                  coverage: float | None = 0.9, n_splits: int = 5, random_state: int | None = 0,
-                 domain_columns: Any = None, categorical_columns: Any = None) -> None:
+                 domain_columns: Any = None, categorical_columns: Any = None, group_columns: Any = None,
+                 shrink_residual: bool = False, calibration: str = "scale") -> None:
         self.regressor = regressor
+        self.calibration = calibration
+        self.shrink_residual = shrink_residual
+        self.group_columns = group_columns
         self.domain_columns = domain_columns
         self.categorical_columns = categorical_columns
         self.baseline_column = baseline_column
@@ -141,12 +190,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         if not np.all(np.isfinite(base)):
             raise ValueError("the baseline column has NaN/inf rows (infeasible configs?); drop them before fitting")
         target = np.log(y) - base
-        self.offset_ = 0.0
-        self.regressor_ = None
-        if self.mode == "calibrated":
-            self.offset_ = float(np.average(target, weights=w))
-        elif self.mode in ("hybrid", "boosting"):
-            self.regressor_ = self._fit_one(X, target, w)
+        self.group_offsets_, self.offset_, self.regressor_ = self._fit_core(X, target, w)
         finite = np.where(np.isfinite(X), X, np.nan)
         with np.errstate(all="ignore"):
             self.feature_min_ = np.nanmin(np.where(np.isnan(finite), np.inf, finite), axis=0)
@@ -155,45 +199,132 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         self.categorical_mask_ = self._column_mask(self.categorical_columns, default=False)
         self.discrete_values_ = [np.unique(c[np.isfinite(c)]) if cat and len(np.unique(c[np.isfinite(c)])) <= _DISCRETE_MAX
                                  else None for c, cat in zip(X.T, self.categorical_mask_)]
-        self.oof_abs_log_errors_ = self._oof_errors(X, target, w, groups) if self.coverage is not None else None
+        self.residual_weight_ = 1.0
+        self.residual_weights_: dict[float, float] = {}
+        self.oof_abs_log_errors_ = None
+        if self.coverage is not None or (self.shrink_residual and self.regressor_ is not None):
+            oof_off, oof_reg = self._oof_parts(X, target, w, groups)
+            if oof_off is not None:
+                r = target - oof_off
+                if self.shrink_residual and self.regressor_ is not None:
+                    self.residual_weight_ = _stack_weight(r, oof_reg, 0.0)
+                    idx = self._group_indices()
+                    if idx:
+                        g = X[:, idx[-1]]
+                        for v in np.unique(g[np.isfinite(g)]):
+                            m = g == v
+                            if m.sum() >= 3:
+                                self.residual_weights_[float(v)] = _stack_weight(r[m], oof_reg[m], self.residual_weight_)
+                if self.coverage is not None:
+                    scores = np.abs(r - self._weights(X) * oof_reg)
+                    self.oof_abs_log_errors_ = np.sort(scores[np.isfinite(scores)])
         return self
 
-    def _oof_errors(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None,
-                    groups: npt.ArrayLike | None) -> np.ndarray | None:
+    def _weights(self, X: np.ndarray) -> np.ndarray:
+        """Per-row residual weight: the row's group weight, else the overall one."""
+        idx = self._group_indices()
+        if not idx or not self.residual_weights_:
+            return np.full(X.shape[0], self.residual_weight_)
+        return pd.Series(X[:, idx[-1]]).map(self.residual_weights_).fillna(self.residual_weight_).to_numpy(np.float64)
+
+    def _fit_core(self, X: np.ndarray, target: np.ndarray,
+                  w: np.ndarray | None) -> tuple[list[dict[float, float]], float, Any]:
+        """Group offsets, overall offset and the residual regressor for one training set."""
+        use_offsets = self.mode == "calibrated" or (self.group_columns is not None and self._baseline_index() is not None)
+        levels: list[dict[float, float]] = []
+        glob = 0.0
+        if use_offsets:
+            if self.calibration not in ("scale", "affine"):
+                raise ValueError(f"calibration must be 'scale' or 'affine', got {self.calibration!r}")
+            glob = float(np.average(target, weights=w))
+            base = X[:, self._baseline_index()] if self._baseline_index() is not None else np.zeros(len(target))
+            for level, j in enumerate(self._group_indices()):
+                col = X[:, j]
+                frame = pd.DataFrame({"g": col, "t": target, "w": np.ones(len(col)) if w is None else w})
+                frame = frame[np.isfinite(col)]
+                sums = (frame.t * frame.w).groupby(frame.g).sum() / frame.w.groupby(frame.g).sum()
+                table = {float(k): (float(v), 0.0) for k, v in sums.items() if np.isfinite(v)}
+                if level == 0 and self.calibration == "affine":
+                    for k in table:
+                        m = col == k
+                        fit = _affine_fit(base[m], target[m])
+                        if fit is not None:
+                            table[k] = fit
+                levels.append(table)
+        reg = None
+        if self.mode in ("hybrid", "boosting"):
+            reg = self._fit_one(X, target - self._offsets(X, levels, glob), w)
+        return levels, glob, reg
+
+    def _group_indices(self) -> list[int]:
+        if self.group_columns is None:
+            return []
+        names = list(getattr(self, "feature_names_in_", []))
+        out = []
+        for c in self.group_columns:
+            if isinstance(c, str):
+                if c not in names:
+                    raise ValueError(f"group column {c!r} is not a column of X")
+                out.append(names.index(c))
+            else:
+                out.append(int(c))
+        return out
+
+    def _offsets(self, X: np.ndarray, levels: list[dict[float, tuple[float, float]]], glob: float) -> np.ndarray:
+        """Per-row log-space calibration: log(scale + overhead / baseline) of the row's group."""
+        out = np.full(X.shape[0], np.nan)
+        b = self._baseline_index()
+        base = X[:, b] if b is not None else np.zeros(X.shape[0])
+        for j, table in zip(self._group_indices(), levels):
+            col = pd.Series(X[:, j])
+            log_s = col.map({k: v[0] for k, v in table.items()}).to_numpy(dtype=np.float64)
+            over = col.map({k: v[1] for k, v in table.items()}).to_numpy(dtype=np.float64)
+            with np.errstate(over="ignore", invalid="ignore"):
+                vals = np.where(over > 0, np.log(np.exp(log_s) + over * np.exp(-base)), log_s)
+            fill = np.isnan(out) & ~np.isnan(vals)
+            out[fill] = vals[fill]
+        out[np.isnan(out)] = glob
+        return out
+
+    def _oof_parts(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None,
+                   groups: npt.ArrayLike | None) -> tuple[np.ndarray | None, np.ndarray]:
+        """Out-of-fold (offset, regressor) parts of the log prediction; (None, _) if folds can't be made."""
         n = len(target)
-        if self.mode in ("analytical", "calibrated"):
-            return np.sort(np.abs(target - self.offset_))
+        zeros = np.zeros(n)
+        if self.mode == "analytical":
+            return zeros, zeros
         k = min(self.n_splits, n)
         if groups is None and n > _HOLDOUT_ROWS:
             # Large data: one split-conformal holdout costs one extra fit instead of k.
-            rng = np.random.default_rng(self.random_state)
-            te = rng.random(n) < 0.2
-            reg = self._fit_one(X[~te], target[~te], None if w is None else w[~te])
-            return np.sort(np.abs(reg.predict(X[te]) - target[te]))
-        if groups is not None:
+            te = np.random.default_rng(self.random_state).random(n) < 0.2
+            splits = [(np.flatnonzero(~te), np.flatnonzero(te))]
+        elif groups is not None:
             g = np.asarray(groups)
             k = min(k, len(np.unique(g)))
             if k < 2:
-                return None
-            splits = GroupKFold(n_splits=k).split(X, target, g)
+                return None, zeros
+            splits = list(GroupKFold(n_splits=k).split(X, target, g))
         else:
             if k < 2:
-                return None
-            splits = KFold(n_splits=k, shuffle=True, random_state=self.random_state).split(X)
-        oof = np.full(n, np.nan)
+                return None, zeros
+            splits = list(KFold(n_splits=k, shuffle=True, random_state=self.random_state).split(X))
+        off = np.full(n, np.nan)
+        reg_part = np.full(n, np.nan)
         for tr, te in splits:
-            reg = self._fit_one(X[tr], target[tr], None if w is None else w[tr])
-            oof[te] = reg.predict(X[te])
-        return np.sort(np.abs(oof - target))
+            levels, glob, reg = self._fit_core(X[tr], target[tr], None if w is None else w[tr])
+            off[te] = self._offsets(X[te], levels, glob)
+            reg_part[te] = reg.predict(X[te]) if reg is not None else 0.0
+        return off, reg_part
 
     # -- prediction ------------------------------------------------------------------------------
 
     def _log_predict(self, X: np.ndarray) -> np.ndarray:
         b = self._baseline_index()
         base = X[:, b] if b is not None else np.zeros(X.shape[0])
+        out = base + self._offsets(X, self.group_offsets_, self.offset_)
         if self.regressor_ is not None:
-            return base + self.regressor_.predict(X)
-        return base + self.offset_
+            out = out + self._weights(X) * self.regressor_.predict(X)
+        return out
 
     def predict(self, X: npt.ArrayLike) -> np.ndarray:
         """Predicted times (same unit as y); NaN where the baseline is NaN (infeasible rows)."""

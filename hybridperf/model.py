@@ -12,12 +12,13 @@ import pandas as pd
 
 from hybridperf.analytical.mwp_cwp import REGIMES
 from hybridperf.errors import HybridperfError
+from hybridperf.baseline import BASELINE_COLUMN, GROUP_COLUMNS, add_baseline, add_group_ids, choose_baselines
 from hybridperf.features import BASELINES, FEATURE_VERSION, baseline_column, sweep_features
 from hybridperf.hardware import load_gpu
 from hybridperf.hybrid import HybridRegressor, default_booster
 from hybridperf.kernel import load_kernel
 
-__all__ = ["TrainedModel", "choose_baseline", "predict_rows", "train_model", "training_rows"]
+__all__ = ["TrainedModel", "predict_rows", "train_model", "training_rows"]
 
 _LIMITER_NAMES = {0.0: "warps", 1.0: "registers", 2.0: "shared memory", 3.0: "blocks"}
 
@@ -47,23 +48,6 @@ def training_rows(sweep: pd.DataFrame) -> pd.DataFrame:
     return sweep.loc[ok]
 
 
-def choose_baseline(features: pd.DataFrame, time_ms: np.ndarray) -> str:
-    """The analytical baseline whose log error has the smallest spread once scaled per (kernel, gpu)
-    (the scale is what the residual learner removes first)."""
-    best, best_sd = None, np.inf
-    y = np.log(time_ms)
-    for name, col in BASELINES.items():
-        r = y - features[col].to_numpy()
-        if not np.all(np.isfinite(r)):
-            continue
-        sd = float(np.std(r))
-        if sd < best_sd:
-            best, best_sd = name, sd
-    if best is None:
-        raise HybridperfError("no analytical baseline is finite on every training row; check descriptors/specs")
-    return best
-
-
 def _feature_matrix(feats: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return feats.reindex(columns=list(columns)).astype(np.float64)
 
@@ -78,7 +62,8 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     ----------
     sweep : DataFrame in the sweep format (kernel, gpu, size.*, config.*, time_ms, status).
     baseline : an analytical model name from :data:`hybridperf.features.BASELINES`, ``"auto"``
-        (smallest log-error spread on the training rows) or ``"none"`` (boosting only).
+        (per kernel, the smallest log-error spread on its training rows once scaled per GPU; see
+        :func:`hybridperf.baseline.choose_baselines`) or ``"none"`` (boosting only).
     mode : ``hybrid``, ``analytical``, ``calibrated`` or ``boosting`` (see HybridRegressor).
     booster_params : XGBRegressor parameters overriding :func:`hybridperf.hybrid.default_booster`.
     groups : optional group label per ok row for the conformal out-of-fold split and tuning folds.
@@ -95,11 +80,17 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
             "resources exceed the GPU's limits); fix the descriptor or the GPU spec"
         )
     y = rows["time_ms"].to_numpy(dtype=np.float64)
+    kernels = rows["kernel"].astype(str).to_numpy()
     if mode == "boosting" or baseline == "none":
-        base_name = None
+        mapping, base_name = {}, None
+    elif baseline == "auto":
+        mapping, base_name = choose_baselines(feats, y, kernels, rows["gpu"].to_numpy())
     else:
-        base_name = choose_baseline(feats, y) if baseline == "auto" else baseline
-        baseline_column(base_name)
+        baseline_column(baseline)
+        mapping, base_name = {k: baseline for k in np.unique(kernels)}, baseline
+    if base_name is not None:
+        feats = add_baseline(feats, kernels, mapping, base_name)
+    feats = add_group_ids(feats, rows)
     columns = tuple(c for c in feats.columns if c != "feasible")
     X = _feature_matrix(feats, columns)
     params = dict(booster_params or {})
@@ -107,7 +98,7 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     if tune_trials and mode in ("hybrid", "boosting"):
         from hybridperf.tuning import tune_booster
 
-        best, score = tune_booster(X, y, baseline_column=BASELINES[base_name] if base_name else None,
+        best, score = tune_booster(X, y, baseline_column=BASELINE_COLUMN if base_name else None,
                                    n_trials=tune_trials, storage=study_path, groups=groups, seed=random_state,
                                    progress=progress)
         params.update(best)
@@ -115,9 +106,10 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     reg = default_booster(random_state)
     if params:
         reg.set_params(**params)
-    est = HybridRegressor(regressor=reg, baseline_column=BASELINES[base_name] if base_name else None,
+    est = HybridRegressor(regressor=reg, baseline_column=BASELINE_COLUMN if base_name else None,
                           mode=mode if base_name else "boosting", coverage=coverage, random_state=random_state,
-                          domain_columns=[], categorical_columns=[])
+                          domain_columns=[], categorical_columns=[], group_columns=list(GROUP_COLUMNS), shrink_residual=True,
+                                      calibration="affine")
     est.fit(X, y, groups=groups)
     import sklearn
     import xgboost
@@ -133,6 +125,7 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
         "booster_params": {k: v for k, v in reg.get_params().items()
                            if isinstance(v, (int, str, bool)) or (isinstance(v, float) and np.isfinite(v))},
         "domain": _domain(rows),
+        "baselines": mapping,
         "tuning": tuning,
         "training_log_rmse": float(np.sqrt(np.mean((np.log(est.predict(X)) - np.log(y)) ** 2))),
         **dict(provenance or {}),
@@ -147,6 +140,10 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     NaN times and ``feasible = False`` with the occupancy/constraint reason left to ``analyze``.
     """
     feats = sweep_features(rows)
+    if model.baseline is not None:
+        feats = add_baseline(feats, rows["kernel"].astype(str).to_numpy(), model.metadata.get("baselines", {}),
+                             model.baseline)
+    feats = add_group_ids(feats, rows)
     X = _feature_matrix(feats, model.feature_columns)
     est = model.estimator
     pred, lo, hi = est.predict_with_interval(X, coverage)

@@ -41,6 +41,12 @@ def save_model(model: TrainedModel, path: str | Path) -> Path:
         "mode": est.mode, "coverage": est.coverage, "n_splits": est.n_splits, "random_state": est.random_state,
         "baseline_column": est.baseline_column, "n_features_in": int(est.n_features_in_),
         "offset": float(est.offset_),
+        "residual_weight": float(est.residual_weight_),
+        "residual_weights": [[k, v] for k, v in sorted(est.residual_weights_.items())],
+        "shrink_residual": bool(est.shrink_residual),
+        "group_columns": None if est.group_columns is None else list(est.group_columns),
+        "group_offsets": [[[k, v[0], v[1]] for k, v in sorted(level.items())] for level in est.group_offsets_],
+        "calibration": est.calibration,
         "oof_abs_log_errors": None if est.oof_abs_log_errors_ is None else _floats(est.oof_abs_log_errors_),
         "feature_min": _floats(est.feature_min_), "feature_max": _floats(est.feature_max_),
         "discrete_values": [None if v is None else _floats(v) for v in est.discrete_values_],
@@ -112,7 +118,9 @@ def load_model(path: str | Path) -> TrainedModel:
     if mode not in MODES:
         raise ModelFileError(f"{path}: unknown mode {mode!r}")
     est = HybridRegressor(baseline_column=st.get("baseline_column"), mode=mode, coverage=st.get("coverage"),
-                          n_splits=int(st.get("n_splits", 5)), random_state=st.get("random_state"))
+                          n_splits=int(st.get("n_splits", 5)), random_state=st.get("random_state"),
+                          group_columns=st.get("group_columns"), shrink_residual=bool(st.get("shrink_residual", False)),
+                          calibration=str(st.get("calibration", "scale")))
     n = int(_need(st, "n_features_in", int, path))
     if n != len(cols):
         raise ModelFileError(f"{path}: {len(cols)} feature names but {n} features; the file is inconsistent")
@@ -123,6 +131,16 @@ def load_model(path: str | Path) -> TrainedModel:
     est.n_features_in_ = n
     est.feature_names_in_ = np.asarray(cols, dtype=object)
     est.offset_ = float(_need(st, "offset", (int, float), path))
+    est.residual_weight_ = float(_need(st, "residual_weight", (int, float), path))
+    try:
+        est.residual_weights_ = {float(k): float(v) for k, v in _need(st, "residual_weights", list, path)}
+    except (TypeError, ValueError):
+        raise ModelFileError(f"{path}: residual_weights are malformed; retrain the model") from None
+    try:
+        est.group_offsets_ = [{float(k): (float(a), float(b)) for k, a, b in level}
+                              for level in _need(st, "group_offsets", list, path)]
+    except (TypeError, ValueError):
+        raise ModelFileError(f"{path}: group_offsets are malformed; retrain the model") from None
     oof = st.get("oof_abs_log_errors")
     est.oof_abs_log_errors_ = None if oof is None else arr(oof)
     est.feature_min_ = arr(_need(st, "feature_min", list, path))

@@ -159,6 +159,8 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
 
     def _fit_one(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None) -> Any:
         reg = clone(self.regressor) if self.regressor is not None else default_booster(self.random_state)
+        if len(target) < _HOLDOUT_ROWS and "n_jobs" in reg.get_params():
+            reg.set_params(n_jobs=1)  # threads only cost (OpenMP spin) on small data, badly so on a busy machine
         if w is None:
             reg.fit(X, target)
         else:

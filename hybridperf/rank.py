@@ -87,8 +87,8 @@ class RankResult:
     the order.
     """
 
-    kernel: str
-    gpu: str
+    kernel: str  # as rows name it: shipped name, or descriptor path
+    gpu: str  # shipped spec name (file stem), or spec path
     sizes: Mapping[str, float]
     table: pd.DataFrame
     candidates: pd.DataFrame
@@ -98,6 +98,16 @@ class RankResult:
     n_pareto: int | None
     screened_fallback: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def rows(self) -> pd.DataFrame:
+        """The candidates as sweep-format rows (kernel, gpu, size.*, config.*), e.g. for suggest_next."""
+        out = pd.DataFrame({"kernel": self.kernel, "gpu": self.gpu}, index=self.candidates.index)
+        for name, v in self.sizes.items():
+            out[f"size.{name}"] = float(v)
+        for c in self.candidates.columns:
+            if c.startswith("config."):
+                out[c] = self.candidates[c].to_numpy()
+        return out
 
     @property
     def n_infeasible(self) -> int:
@@ -404,7 +414,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     if ranked["out_of_domain"].any():
         notes.append(f"{int(ranked['out_of_domain'].sum())} of {len(ranked)} candidates are outside the model's "
                      "training domain; their times are extrapolations")
-    return RankResult(kernel=desc.name, gpu=spec.name, sizes=dict(space.sizes), table=ranked.head(top),
+    return RankResult(kernel=kernel_key, gpu=gpu_key, sizes=dict(space.sizes), table=ranked.head(top),
                       candidates=ranked, space_size=n, infeasible=dict(total.infeasible),
                       n_screened=0 if fallback else total.n_screened,
                       n_pareto=len(front) if pareto else None, screened_fallback=fallback,

@@ -74,12 +74,17 @@ def param_columns(df: pd.DataFrame, prefix: str) -> list[str]:
 
 def _rows(mask: np.ndarray | pd.Series) -> str:
     idx = np.flatnonzero(np.asarray(mask, dtype=bool))
-    shown = ", ".join(str(i + 1) for i in idx[:3])
-    return f"{len(idx)} rows, e.g. data row {shown}"
+    return f"{len(idx)} rows, e.g. data row {', '.join(str(i + 1) for i in idx[:3])}"
 
 
 def _fail(source: str, what: str, fix: str) -> SweepError:
     return SweepError(f"{source}: {what}; {fix}")
+
+
+def _check(source: str, bad: np.ndarray | pd.Series, what: str, fix: str) -> None:
+    """Raise ``source: what (N rows, e.g. data row i); fix`` if any row is bad."""
+    if np.any(bad):
+        raise _fail(source, f"{what} ({_rows(bad)})", fix)
 
 
 def _numeric(df: pd.DataFrame, col: str, source: str) -> pd.Series:
@@ -87,68 +92,66 @@ def _numeric(df: pd.DataFrame, col: str, source: str) -> pd.Series:
     if pd.api.types.is_bool_dtype(s):
         return s.astype("int64")
     if pd.api.types.is_numeric_dtype(s):
-        return s.astype("float64") if not pd.api.types.is_integer_dtype(s) or s.hasnans else s
+        return s if pd.api.types.is_integer_dtype(s) and not s.hasnans else s.astype("float64")
     num = pd.to_numeric(s, errors="coerce")
     bad = num.isna() & s.notna()
     if bad.any():
-        first = s[bad].iloc[0]
-        raise _fail(source, f"non-numeric values in column {col!r} ({_rows(bad)}: {str(first)[:40]!r})",
+        first = str(s[bad].iloc[0])[:40]
+        raise _fail(source, f"non-numeric values in column {col!r} ({_rows(bad)}: {first!r})",
                     "store numbers only (booleans as 0/1)")
     return num.astype("float64")
+
+
+def _finite(df: pd.DataFrame, col: str, source: str) -> pd.Series:
+    v = _numeric(df, col, source)
+    _check(source, np.isinf(v.to_numpy(dtype="float64", na_value=np.nan)), f"infinite values in {col!r}",
+           "store finite numbers")
+    return v
 
 
 def _config(df: pd.DataFrame, col: str, source: str) -> pd.Series:
     s = df[col]
     if pd.api.types.is_bool_dtype(s) or pd.api.types.is_numeric_dtype(s):
-        return _numeric(df, col, source)
-    values = s.dropna()
-    kinds = {type(v) for v in values}
+        return _finite(df, col, source)
+    kinds = {type(v) for v in s.dropna()}
     if kinds <= {str}:
         return s.astype("str")
     if not kinds & {str}:
-        return _numeric(df, col, source)
-    raise _fail(source, f"column {col!r} mixes numbers and strings ({_rows(s.notna() & ~s.map(type).eq(str))} not strings)",
+        return _finite(df, col, source)
+    raise _fail(source, f"column {col!r} mixes numbers and strings "
+                        f"({_rows(s.notna() & ~s.map(type).eq(str))} not strings)",
                 "use numbers (booleans as 0/1) or, for a truly categorical parameter, strings only")
 
 
-def _names(df: pd.DataFrame, col: str, source: str, known: set[str] | None, what: str,
-           canonical: Callable[[str], str | None]) -> pd.Series:
+def _canonical(name: str, what: str) -> str | None:
+    """The canonical name an alias stands for, or None."""
+    try:
+        if what == "GPU":
+            from hybridperf.hardware import load_gpu
+            return Path(load_gpu(name).path).stem
+        from hybridperf.kernel import load_kernel
+        return load_kernel(name).name
+    except Exception:  # noqa: BLE001 - any failure only means "no suggestion"
+        return None
+
+
+def _names(df: pd.DataFrame, col: str, source: str, known: set[str] | None, what: str) -> pd.Series:
     s = df[col]
     if pd.api.types.is_string_dtype(s) and not pd.api.types.is_object_dtype(s):
         missing = (s.isna() | s.str.strip().eq("")).to_numpy(dtype=bool)
     else:
         missing = s.map(lambda v: not isinstance(v, str) or not v.strip()).to_numpy(dtype=bool)
-    if missing.any():
-        raise _fail(source, f"missing or non-text {what} name in column {col!r} ({_rows(missing)})",
-                    f"give every row a {what} name")
+    _check(source, missing, f"missing or non-text {what} name in column {col!r}", f"give every row a {what} name")
     s = s.astype("str")
-    if known:
-        for name in sorted(set(s.unique()) - known):
-            n = int((s == name).sum())
-            canon = canonical(name)
-            if canon and canon != name and canon in known:
-                raise _fail(source, f"{what} {name!r} in column {col!r} ({n} rows) is an alias",
-                            f"store the canonical name {canon!r}")
-            raise _fail(source, f"unknown {what} {name!r} in column {col!r} ({n} rows)",
-                        f"use a shipped {what} name, add a {'spec' if what == 'GPU' else 'descriptor'} file, "
-                        f"or pass known_{'gpus' if what == 'GPU' else 'kernels'}=[...]")
+    for name in sorted(set(s.unique()) - known) if known else ():
+        n, canon = int((s == name).sum()), _canonical(name, what)
+        if canon and canon != name and canon in known:
+            raise _fail(source, f"{what} {name!r} in column {col!r} ({n} rows) is an alias",
+                        f"store the canonical name {canon!r}")
+        kind, arg = ("spec", "gpus") if what == "GPU" else ("descriptor", "kernels")
+        raise _fail(source, f"unknown {what} {name!r} in column {col!r} ({n} rows)",
+                    f"use a shipped {what} name, add a {kind} file, or pass known_{arg}=[...]")
     return s
-
-
-def _canonical_gpu(name: str) -> str | None:
-    try:
-        from hybridperf.hardware import load_gpu
-        return Path(load_gpu(name).path).stem
-    except Exception:  # noqa: BLE001 - any failure just means "no suggestion"
-        return None
-
-
-def _canonical_kernel(name: str) -> str | None:
-    try:
-        from hybridperf.kernel import load_kernel
-        return load_kernel(name).name
-    except Exception:  # noqa: BLE001
-        return None
 
 
 def _default_names(kind: str) -> set[str] | None:
@@ -156,13 +159,11 @@ def _default_names(kind: str) -> set[str] | None:
     try:
         if kind == "gpu":
             from hybridperf.hardware import gpu_names
-            names = gpu_names()
-        else:
-            from hybridperf.kernel import kernel_names
-            names = kernel_names()
+            return set(gpu_names()) or None
+        from hybridperf.kernel import kernel_names
+        return set(kernel_names()) or None
     except ImportError:
         return None
-    return set(names) or None
 
 
 def validate_sweep(df: pd.DataFrame, *, source: str = "<DataFrame>",
@@ -193,105 +194,84 @@ def validate_sweep(df: pd.DataFrame, *, source: str = "<DataFrame>",
         On the first problem: missing or unknown columns, missing values where required,
         non-positive times on ok rows, unknown GPU or kernel, duplicate configurations.
     """
-    return _validate(df, source, _resolve(known_kernels, "kernel"), _resolve(known_gpus, "gpu"))
+    kernels = _default_names("kernel") if known_kernels is None else {str(k) for k in known_kernels}
+    gpus = _default_names("gpu") if known_gpus is None else {str(g) for g in known_gpus}
+    return _validate(df, source, kernels, gpus)
 
 
-def _resolve(known: Iterable[str] | None, kind: str) -> set[str] | None:
-    return _default_names(kind) if known is None else {str(k) for k in known}
-
-
-def _validate(df: pd.DataFrame, source: str, kernels: set[str] | None, gpus: set[str] | None) -> pd.DataFrame:
+def _columns(df: pd.DataFrame, source: str) -> pd.DataFrame:
+    """Shallow copy with string column names, checked against the schema."""
     if not isinstance(df, pd.DataFrame):
-        raise SweepError(f"{source}: expected a pandas DataFrame, got {type(df).__name__}; read the file with read_sweep")
+        raise SweepError(f"{source}: expected a pandas DataFrame, got {type(df).__name__}; "
+                         "read the file with read_sweep")
     if len(df) == 0:
         raise _fail(source, "the sweep has no rows", "record at least one configuration")
     out = df.copy(deep=False).reset_index(drop=True)
-    cols = [str(c) for c in out.columns]
+    out.attrs = {}  # pandas deep-copies attrs on every operation; they are restored once at the end
+    out.columns = cols = [str(c) for c in out.columns]
     if len(set(cols)) != len(cols):
-        dup = sorted({c for c in cols if cols.count(c) > 1})[0]
-        raise _fail(source, f"column {dup!r} appears twice", "keep one copy")
-    out.columns = cols
+        raise _fail(source, f"column {min(c for c in cols if cols.count(c) > 1)!r} appears twice", "keep one copy")
     missing = [c for c in _REQUIRED if c not in cols]
     if missing:
-        raise _fail(source, f"missing column {missing[0]!r} (have {', '.join(cols[:8])}{', ...' if len(cols) > 8 else ''})",
+        raise _fail(source, f"missing column {missing[0]!r} (have {', '.join(cols[:8])}"
+                            f"{', ...' if len(cols) > 8 else ''})",
                     "see docs/sweep-format.md for the required columns")
     for c in cols:
-        if c in _BASE_ORDER:
-            continue
-        if not c.startswith(PREFIXES) or c.split(".", 1)[1] == "":
+        if c not in _BASE_ORDER and (not c.startswith(PREFIXES) or c.split(".", 1)[1] == ""):
             raise _fail(source, f"unknown column {c!r}",
                         "rename it to size.<name>, config.<name>, counter.<name> or info.<name>, or drop it")
-    out["kernel"] = _names(out, "kernel", source, kernels, "kernel", _canonical_kernel)
-    out["gpu"] = _names(out, "gpu", source, gpus, "GPU", _canonical_gpu)
+    return out
 
-    status = out["status"]
-    bad = ~status.isin(STATUSES)
-    if bad.any():
-        first = status[bad].iloc[0]
-        raise _fail(source, f"invalid status {first!r} in column 'status' ({_rows(bad)})",
-                    f"use one of {', '.join(STATUSES)}")
-    out["status"] = status.astype("str")
+
+def _validate(df: pd.DataFrame, source: str, kernels: set[str] | None, gpus: set[str] | None) -> pd.DataFrame:
+    out = _columns(df, source)
+    out["kernel"] = _names(out, "kernel", source, kernels, "kernel")
+    out["gpu"] = _names(out, "gpu", source, gpus, "GPU")
+    bad = ~out["status"].isin(STATUSES)
+    _check(source, bad, f"invalid status {out['status'][bad].iloc[0] if bad.any() else ''!r} in column 'status'",
+           f"use one of {', '.join(STATUSES)}")
+    out["status"] = out["status"].astype("str")
     ok = (out["status"] == "ok").to_numpy()
-
-    reason = out["reason"] if "reason" in cols else pd.Series("", index=out.index)
-    reason = reason.astype("object").where(reason.notna(), "").astype("str")
-    if (ok & (reason != "").to_numpy()).any():
-        raise _fail(source, f"'reason' is set on ok rows ({_rows(ok & (reason != '').to_numpy())})",
-                    "leave reason empty for ok rows or change their status")
-    if (~ok & (reason == "").to_numpy()).any():
-        raise _fail(source, f"failed/invalid rows without a reason ({_rows(~ok & (reason == '').to_numpy())})",
-                    "say why in column 'reason' (e.g. 'CompilationFailedConfig')")
-    out["reason"] = reason
-
-    time = _numeric(out, "time_ms", source).astype("float64")
-    t = time.to_numpy()
-    bad = ok & ~(np.isfinite(t) & (t > 0))
-    if bad.any():
-        raise _fail(source, f"missing, non-finite or non-positive time_ms on ok rows ({_rows(bad)})",
-                    "record a positive time in ms or set status to failed/invalid with a reason")
-    bad = ~ok & ~(np.isnan(t) | (np.isfinite(t) & (t > 0)))
-    if bad.any():
-        raise _fail(source, f"non-positive or infinite time_ms on failed/invalid rows ({_rows(bad)})",
-                    "leave time_ms empty (NaN) when there is no valid measurement")
-    out["time_ms"] = time
-    if "repeats" in cols:
-        rep = _numeric(out, "repeats", source).astype("float64").to_numpy()
-        bad = ~np.isnan(rep) & ((rep < 1) | (rep != np.round(rep)))
-        if bad.any():
-            raise _fail(source, f"repeats must be a whole number >= 1 ({_rows(bad)})", "leave it empty when unknown")
-        out["repeats"] = pd.Series(rep, index=out.index).astype("Int64")
-    else:
-        out["repeats"] = pd.array([pd.NA] * len(out), dtype="Int64")
-    for c in _SPREAD:
-        if c in cols:
-            v = _numeric(out, c, source).astype("float64")
-            bad = ~(v.isna() | (np.isfinite(v) & (v >= 0)))
-            if bad.any():
-                raise _fail(source, f"negative or infinite values in {c!r} ({_rows(bad)})", "store spreads in ms, >= 0")
-            out[c] = v
-    if "time_min_ms" in cols and "time_max_ms" in cols:
-        lo, hi = out["time_min_ms"].to_numpy(), out["time_max_ms"].to_numpy()
-        tol = 1e-9 * np.abs(t) + 1e-12
-        bad = ok & ((lo > t + tol) | (hi < t - tol))
-        if bad.any():
-            raise _fail(source, f"time_ms outside [time_min_ms, time_max_ms] ({_rows(bad)})",
-                        "time_ms must be the median of the repeats")
-    for c in cols:
+    reason = out["reason"] if "reason" in out else pd.Series("", index=out.index)
+    out["reason"] = reason = reason.astype("object").where(reason.notna(), "").astype("str")
+    empty = (reason == "").to_numpy()
+    _check(source, ok & ~empty, "'reason' is set on ok rows",
+           "leave reason empty for ok rows or change their status")
+    _check(source, ~ok & empty, "failed/invalid rows without a reason",
+           "say why in column 'reason' (e.g. 'CompilationFailedConfig')")
+    out["time_ms"] = _numeric(out, "time_ms", source).astype("float64")
+    t = out["time_ms"].to_numpy()
+    _check(source, ok & ~(np.isfinite(t) & (t > 0)), "missing, non-finite or non-positive time_ms on ok rows",
+           "record a positive time in ms or set status to failed/invalid with a reason")
+    _check(source, ~ok & ~(np.isnan(t) | (np.isfinite(t) & (t > 0))),
+           "non-positive or infinite time_ms on failed/invalid rows",
+           "leave time_ms empty (NaN) when there is no valid measurement")
+    rep = (_numeric(out, "repeats", source).astype("float64").to_numpy() if "repeats" in out
+           else np.full(len(out), np.nan))
+    _check(source, ~np.isnan(rep) & (~np.isfinite(rep) | (rep < 1) | (rep != np.round(rep))),
+           "repeats must be a whole number >= 1", "leave it empty when unknown")
+    out["repeats"] = pd.Series(rep, index=out.index).astype("Int64")
+    for c in (c for c in _SPREAD if c in out):
+        out[c] = v = _numeric(out, c, source).astype("float64")
+        _check(source, ~(v.isna() | (np.isfinite(v) & (v >= 0))), f"negative or infinite values in {c!r}",
+               "store spreads in ms, >= 0")
+    if "time_min_ms" in out and "time_max_ms" in out:
+        lo, hi, tol = out["time_min_ms"].to_numpy(), out["time_max_ms"].to_numpy(), 1e-9 * np.abs(t) + 1e-12
+        _check(source, ok & ((lo > t + tol) | (hi < t - tol)), "time_ms outside [time_min_ms, time_max_ms]",
+               "time_ms must be the median of the repeats")
+    for c in list(out.columns):
         if c.startswith(("size.", "counter.")):
-            v = _numeric(out, c, source)
-            if np.isinf(v.to_numpy(dtype="float64", na_value=np.nan)).any():
-                raise _fail(source, f"infinite values in {c!r} ({_rows(np.isinf(v.astype('float64')))})", "store finite numbers")
-            out[c] = v
+            out[c] = _finite(out, c, source)
         elif c.startswith("config."):
             out[c] = _config(out, c, source)
     key = ["kernel", "gpu", *param_columns(out, "size."), *param_columns(out, "config.")]
-    dup = out.duplicated(subset=key, keep=False).to_numpy()
-    if dup.any():
-        raise _fail(source, f"duplicate configurations (same {', '.join(key[:4])}{', ...' if len(key) > 4 else ''}; {_rows(dup)})",
-                    "merge repeats into one row (time_ms = median, repeats = count) "
-                    "or add the parameter that distinguishes them as a config.* column")
-    order = [c for c in _BASE_ORDER[:2] if c in out] + param_columns(out, "size.") + param_columns(out, "config.")
-    order += [c for c in _BASE_ORDER[2:] if c in out] + param_columns(out, "counter.") + param_columns(out, "info.")
+    _check(source, out.duplicated(subset=key, keep=False).to_numpy(),
+           f"duplicate configurations (same {', '.join(key[:4])}{', ...' if len(key) > 4 else ''})",
+           "merge repeats into one row (time_ms = median, repeats = count) "
+           "or add the parameter that distinguishes them as a config.* column")
+    order = ["kernel", "gpu", *param_columns(out, "size."), *param_columns(out, "config.")]
+    order += [c for c in _BASE_ORDER[2:] if c in out]
+    order += param_columns(out, "counter.") + param_columns(out, "info.")
     result = out[order]
     result.attrs = dict(df.attrs)
     return result
@@ -310,7 +290,8 @@ def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise SweepError(f"{path}: cannot write ({exc.strerror or exc}); check permissions and free space") from None
+        raise SweepError(f"{path}: cannot write ({exc.strerror or exc}); "
+                         "check permissions and free space") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -356,7 +337,8 @@ def write_sweep(df: pd.DataFrame, path: str | Path, *, provenance: dict[str, Any
     try:
         prov_json = json.dumps(prov, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise SweepError(f"{path}: provenance is not JSON-serialisable ({exc}); pass plain str/number/list/dict values") from None
+        raise SweepError(f"{path}: provenance is not JSON-serialisable ({exc}); "
+                         "pass plain str/number/list/dict values") from None
     clean.attrs = {}
     if kind == "parquet":
         import pyarrow as pa
@@ -372,7 +354,8 @@ def write_sweep(df: pd.DataFrame, path: str | Path, *, provenance: dict[str, Any
         compression = "gzip" if path.name.lower().endswith(".gz") else None
         _atomic_write(path, lambda tmp: clean.to_csv(tmp, index=False, compression=compression))
         side = {"sweep_format": FORMAT_VERSION, "provenance": prov}
-        _atomic_write(_sidecar(path), lambda tmp: tmp.write_text(json.dumps(side, indent=2, sort_keys=True) + "\n"))
+        text = json.dumps(side, indent=2, sort_keys=True) + "\n"
+        _atomic_write(_sidecar(path), lambda tmp: tmp.write_text(text))
     return path
 
 
@@ -394,7 +377,8 @@ def read_provenance(path: str | Path) -> dict[str, Any]:
         raise SweepError(f"{path}: cannot read provenance ({str(exc).splitlines()[0][:120]}); "
                          "rewrite the file with write_sweep") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("provenance", {}), dict):
-        raise SweepError(f"{_sidecar(path)}: expected {{'sweep_format': 1, 'provenance': {{...}}}}; rewrite it with write_sweep")
+        raise SweepError(f"{_sidecar(path)}: expected {{'sweep_format': 1, 'provenance': {{...}}}}; "
+                         "rewrite it with write_sweep")
     return doc.get("provenance", {})
 
 
@@ -426,7 +410,7 @@ def read_sweep(path: str | Path, *, known_kernels: Iterable[str] | None = None,
         else:
             df = pd.read_csv(path, keep_default_na=False, na_values=_NA_VALUES, low_memory=False)
     except pd.errors.EmptyDataError:
-        raise SweepError(f"{path}: the file is empty; write a header row and at least one data row") from None
+        raise SweepError(f"{path}: the file is empty; write a header row and data rows") from None
     except (OSError, ValueError, EOFError, pd.errors.ParserError) as exc:
         msg = " ".join(str(exc).split())[:160]
         raise SweepError(f"{path}: cannot parse as {kind} ({msg}); re-export the file") from None
@@ -476,12 +460,13 @@ def noise_floor(df: pd.DataFrame, *, min_repeats: int = 3) -> dict[str, Any]:
         return {**empty, "min_repeats": min_repeats, "per_gpu": {}}
     rep = df["repeats"].astype("float64")
     use = (df["status"] == "ok") & (rep >= min_repeats) & df["time_std_ms"].notna()
-    sub = df.loc[use, ["gpu"]].assign(cv=(df.loc[use, "time_std_ms"] / df.loc[use, "time_ms"]).astype("float64"))
+    cv = (df.loc[use, "time_std_ms"] / df.loc[use, "time_ms"]).astype("float64")
+    sub = df.loc[use, ["gpu"]].assign(cv=cv)
 
     def stats(cv: pd.Series) -> dict[str, Any]:
         if len(cv) == 0:
             return dict(empty)
-        return {"configs": int(len(cv)), "cv_median": float(cv.median()), "cv_p95": float(cv.quantile(0.95))}
+        return {"configs": len(cv), "cv_median": float(cv.median()), "cv_p95": float(cv.quantile(0.95))}
 
     per_gpu = {str(g): stats(grp["cv"]) for g, grp in sub.groupby("gpu", sort=True)}
     return {**stats(sub["cv"]), "min_repeats": min_repeats, "per_gpu": per_gpu}

@@ -160,13 +160,14 @@ def _load_data(sources: Sequence[str]) -> tuple[Any, dict[str, str]]:
             frames.append(read_sweep(src))
             hashes[src] = _sha256(src)
             continue
-        try:
-            from hybridperf.datasets import dataset_path, load_dataset
-        except ImportError:  # pragma: no cover - datasets module is part of the package
-            raise HybridperfError(f"{src!r} is not a file") from None
+        from hybridperf.datasets import list_datasets, load_dataset
+
+        known = {d.name: d for d in list_datasets()}
+        if src not in known:
+            raise HybridperfError(f"{src!r} is neither a sweep file nor a shipped dataset; run 'hybridperf datasets' "
+                                  "for the names or check the path")
         frames.append(load_dataset(src))
-        path = dataset_path(src)
-        hashes[f"dataset:{src}"] = _sha256(str(path))
+        hashes[f"dataset:{src}"] = _sha256(str(known[src].data_path))
     if not frames:
         raise HybridperfError("give at least one sweep file or dataset name (see 'hybridperf datasets')")
     return pd.concat(frames, ignore_index=True), hashes
@@ -321,6 +322,55 @@ def cmd_advise(args: argparse.Namespace) -> int:
         print(f"wrote {args.chart}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from hybridperf.importers import import_to_file
+    from hybridperf.sweep import summarize_sweep
+
+    options: dict[str, Any] = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            from hybridperf.errors import HybridperfError
+            raise HybridperfError(f"--option {item!r}: write KEY=VALUE")
+        options[key.strip().replace("-", "_")] = value
+    if args.map:
+        options["mapping"] = dict(m.split("=", 1) for m in args.map)
+    df = import_to_file(args.source, args.format, args.output, **options)
+    s = summarize_sweep(df)
+    print(f"imported {s.rows} rows ({s.ok} ok, {s.failed} failed, {s.invalid} invalid) of "
+          f"{', '.join(s.kernels)} on {', '.join(s.gpus)} -> {args.output}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from hybridperf.importers import export_kernel_tuner
+
+    data, _ = _load_data(args.data)
+    export_kernel_tuner(data, args.output)
+    print(f"wrote {len(data)} rows as a Kernel Tuner cache to {args.output}")
+    return 0
+
+
+def cmd_datasets(args: argparse.Namespace) -> int:
+    import pandas as pd
+    from hybridperf.datasets import describe_datasets
+    from hybridperf.tables import format_table
+
+    rows = describe_datasets()
+    if args.json:
+        _dump([{k: _clean(v) for k, v in r.items()} for r in rows])
+        return 0
+    df = pd.DataFrame(rows)
+    df["noise_cv"] = [f"{a:.2%} / {b:.2%}" if pd.notna(a) else "-" for a, b in zip(df.noise_cv_median, df.noise_cv_p95)]
+    df["MB"] = df.data_bytes / 1e6
+    print(format_table(df[["name", "rows", "ok", "failed", "invalid", "gpus", "kernels", "noise_cv", "licence", "MB"]]))
+    print("\nnoise_cv: per-config coefficient of variation of repeats, median / p95 (the floor under any accuracy claim)")
+    if args.verbose:
+        for r in rows:
+            print(f"\n{r['name']}: sizes {r['sizes']}; configs {r['configs']}")
+    return 0
+
 # -- parser --------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -405,6 +455,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--row", type=int, default=0, help="which row the chart shows")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_advise)
+    s = sub.add_parser("import", help="convert recorded runs (Kernel Tuner, KTT, UCI SGEMM, NeuSight, AIWC, CSV) to a sweep")
+    s.add_argument("source", help="file (or folder for neusight) to import")
+    s.add_argument("--format", required=True, choices=["kernel-tuner", "ktt", "uci-sgemm", "neusight", "aiwc", "csv"])
+    s.add_argument("-o", "--output", required=True, help="sweep to write (.parquet, .csv or .csv.gz)")
+    s.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="importer option, e.g. gpu=rtx-a4000, kernel=..., time_unit=us (repeatable)")
+    s.add_argument("--map", action="append", metavar="SRC=DST", help="csv: column mapping, e.g. n=size.N")
+    s.set_defaults(func=cmd_import)
+
+    s = sub.add_parser("export", help="write sweeps as a Kernel Tuner cache JSON (to replay picks in Kernel Tuner)")
+    s.add_argument("data", nargs="+")
+    s.add_argument("-o", "--output", required=True)
+    s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("datasets", help="list the shipped datasets with rows, GPUs, kernels and noise floor")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("-v", "--verbose", action="store_true", help="also size and config ranges")
+    s.set_defaults(func=cmd_datasets)
     return p
 
 

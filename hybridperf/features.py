@@ -48,9 +48,10 @@ def _group_features(kernel: str, gpu_name: str, rows: pd.DataFrame) -> pd.DataFr
     gpu = load_gpu(gpu_name)
     known = desc.parameters
     params = pd.DataFrame(index=rows.index)
-    for col in param_columns(rows):
+    # Parameters come from size.*/config.* columns and, for counter-described kernels, counter.*.
+    for col in [*param_columns(rows), *(c for c in rows.columns if c.startswith("counter."))]:
         name = col.split(".", 1)[1]
-        if name in known:
+        if name in known and name not in params:
             params[name] = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=np.float64)
     res = analyze(desc, gpu, params.reset_index(drop=True), models=_MODELS)
     t = res.terms

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import functools
 import hashlib
 import itertools
@@ -154,6 +155,7 @@ class KernelDescriptor:
     counts: Mapping[str, Formula]
     constraints: tuple[Formula, ...] = ()
     aliases: tuple[str, ...] = ()
+    matches: tuple[str, ...] = ()
     description: str = ""
     source: str = ""
     path: str = ""
@@ -267,7 +269,7 @@ class KernelDescriptor:
 # ---------------------------------------------------------------------------------------------
 # Loading
 
-_TOP_KEYS = {"format_version", "name", "aliases", "description", "source", "sizes", "config", "space",
+_TOP_KEYS = {"format_version", "name", "aliases", "matches", "description", "source", "sizes", "config", "space",
              "launch", "counts", "notes"}
 _PARAM_KEYS = {"default", "values", "min", "max", "description"}
 
@@ -363,10 +365,14 @@ def _parse_kernel(path: Path) -> KernelDescriptor:
     aliases = doc.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise DescriptorError(f"{path}: aliases must be a list of strings")
+    matches = doc.get("matches", [])
+    if not isinstance(matches, list) or not all(isinstance(a, str) and a for a in matches):
+        raise DescriptorError(f"{path}: matches must be a list of glob patterns such as \"aiwc-*\"")
 
     return KernelDescriptor(
         name=name, sizes=sizes, config=config, launch=launch, counts=counts,
-        constraints=constraints, aliases=tuple(aliases), description=str(doc.get("description", "")),
+        constraints=constraints, aliases=tuple(aliases), matches=tuple(matches),
+        description=str(doc.get("description", "")),
         source=str(doc.get("source", "")), path=str(path), sha256=hashlib.sha256(raw).hexdigest(),
     )
 
@@ -406,6 +412,9 @@ def load_kernel(name_or_path: str | Path | KernelDescriptor) -> KernelDescriptor
         return _parse_kernel(p)
     for k in _shipped():
         if text in {k.name, Path(k.path).stem, *k.aliases}:
+            return k
+    for k in _shipped():  # family descriptors: one descriptor for many counter-described kernels
+        if any(fnmatch.fnmatchcase(text, pattern) for pattern in k.matches):
             return k
     raise UnknownKernelError(
         f"unknown kernel {text!r}; run 'hybridperf kernels' for the shipped names or pass a descriptor path"

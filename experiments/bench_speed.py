@@ -1,0 +1,72 @@
+"""Speed benchmarks (a script, never a timed unit test): predictions/s, training time, cold CLI latency.
+
+Targets (EVALUATION.md): >= 100,000 predictions/s end to end; training on 240k rows <= 60 s;
+`hybridperf predict` cold <= 2 s. Medians over repeats; this shared 2-core machine is noisy.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, ROOT, header, md_table  # noqa: E402
+
+from hybridperf.datasets import load_dataset  # noqa: E402
+from hybridperf.model import predict_rows, train_model  # noqa: E402
+from hybridperf.persist import save_model  # noqa: E402
+
+
+def _median_time(fn, repeats: int) -> tuple[float, list[float]]:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times
+
+
+def main() -> None:
+    rows = []
+    sweep = load_dataset("uci-sgemm-gtx680")
+    ok = sweep[sweep.status == "ok"]
+    train_s, train_all = _median_time(lambda: train_model(sweep), repeats=int(os.environ.get("BENCH_TRAIN_REPEATS", "1")))
+    rows.append({"benchmark": f"train hybrid on uci-sgemm-gtx680 ({len(ok)} rows, with conformal + stacking fits)",
+                 "median": f"{train_s:.1f} s", "runs": ", ".join(f"{t:.1f}" for t in train_all), "target": "<= 60 s",
+                 "met": train_s <= 60})
+    model = train_model(sweep.sample(20000, random_state=0))
+    batch = pd.concat([ok] * 1, ignore_index=True).sample(200_000, random_state=1, replace=True)
+    batch = batch.drop(columns=[c for c in batch.columns if c.startswith(("time_", "counter."))])
+    pred_s, pred_all = _median_time(lambda: predict_rows(model, batch), repeats=3)
+    rows.append({"benchmark": "predict_rows on 200,000 clblast-xgemm rows (features + 6 analytical models + booster + "
+                              "interval + domain check)", "median": f"{len(batch) / pred_s:,.0f} rows/s",
+                 "runs": ", ".join(f"{len(batch) / t:,.0f}" for t in pred_all), "target": ">= 100,000 rows/s",
+                 "met": len(batch) / pred_s >= 100_000})
+    with tempfile.TemporaryDirectory() as tmp:
+        mpath = Path(tmp) / "m.json"
+        save_model(model, mpath)
+        exe = Path(sys.executable).parent / "hybridperf"
+        cmd = [str(exe), "predict", "-m", str(mpath), "--set", "M=2048", "--set", "N=2048", "--set", "K=2048"]
+        subprocess.run(cmd, check=True, capture_output=True)  # warm the OS file cache once
+        cold_s, cold_all = _median_time(lambda: subprocess.run(cmd, check=True, capture_output=True), repeats=5)
+    rows.append({"benchmark": "`hybridperf predict` one row, new process (imports + model load + predict)",
+                 "median": f"{cold_s:.2f} s", "runs": ", ".join(f"{t:.2f}" for t in cold_all), "target": "<= 2 s",
+                 "met": cold_s <= 2})
+    table = pd.DataFrame(rows)
+    load = os.getloadavg()
+    text = [header("Speed", "python experiments/bench_speed.py"),
+            f"Machine: {os.cpu_count()} cores, load average {load[0]:.1f} at the end (shared, noisy). xgboost "
+            f"histogram booster, 400 trees, depth 6.\n", md_table(table)]
+    (RESULTS / "speed.md").write_text("\n".join(text) + "\n")
+    print("\n".join(text))
+
+
+if __name__ == "__main__":
+    main()

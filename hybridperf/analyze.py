@@ -1,6 +1,7 @@
 """Run every analytical model on a kernel descriptor for a grid of parameter values."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ class Analysis:
     reason: np.ndarray
     terms: Mapping[str, pd.DataFrame]
     profile: KernelProfile
+    register_spill: np.ndarray
 
     def summary(self) -> pd.DataFrame:
         """One row per launch: parameters, each model's time (ms) and the interpretable terms."""
@@ -57,6 +59,8 @@ class Analysis:
         if "roofline" in t:
             out["roofline_ms"] = t["roofline"]["time_ms"].to_numpy()
             out["roofline_bound"] = np.where(t["roofline"]["memory_bound"].to_numpy(), "memory", "compute")
+        if self.register_spill.any():
+            out["register_spill"] = self.register_spill
         out["status"] = np.where(self.feasible, "ok", "infeasible: " + self.reason.astype(str))
         return out
 
@@ -130,6 +134,12 @@ def analyze(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[
     ok = np.broadcast_to(ok, (n,)).copy()
     reason = np.broadcast_to(np.asarray(reasons, dtype=object), (n,)).copy()
     prof = kernel.profile(resolved)
+    # A descriptor's register count is an estimate; nvcc never exceeds the architecture's maximum, it
+    # spills the rest to local memory. Clamp (and report the spill) instead of calling the launch infeasible.
+    spill = prof.registers_per_thread > gpu.limits.max_registers_per_thread
+    if spill.any():
+        prof = dataclasses.replace(prof, registers_per_thread=np.minimum(prof.registers_per_thread,
+                                                                         gpu.limits.max_registers_per_thread))
     occ = occupancy(gpu.limits, prof.threads_per_block, prof.registers_per_thread, prof.smem_per_block_bytes)
     reason = np.where(ok & ~occ.feasible, occ.reason, reason)
     ok &= occ.feasible
@@ -155,4 +165,4 @@ def analyze(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[
             df.loc[~ok, numeric] = np.nan
             terms[m] = df
     return Analysis(kernel=kernel, gpu=gpu, params=full, feasible=ok, reason=reason.astype(str), terms=terms,
-                    profile=prof)
+                    profile=prof, register_spill=np.broadcast_to(spill, (n,)).copy())

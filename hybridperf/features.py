@@ -94,6 +94,7 @@ def _group_features(kernel: str, gpu_name: str, rows: pd.DataFrame) -> pd.DataFr
     f["gpu_cc"] = np.full(len(rows), float(gpu.compute_capability))
     f["gpu_smem_per_sm_kib"] = np.full(len(rows), gpu.limits.smem_per_sm_bytes / 1024)
     out = pd.DataFrame(f, index=rows.index)
+    out["register_spill"] = res.register_spill.astype(np.float64)
     out["feasible"] = res.feasible.astype(np.float64)
     return out
 

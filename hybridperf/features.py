@@ -52,7 +52,11 @@ def _group_features(kernel: str, gpu_name: str, rows: pd.DataFrame) -> pd.DataFr
     for col in [*param_columns(rows), *(c for c in rows.columns if c.startswith("counter."))]:
         name = col.split(".", 1)[1]
         if name in known and name not in params:
-            params[name] = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=np.float64)
+            v = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=np.float64)
+            # Sweeps merged from sources that did not vary a parameter leave it empty: use the default.
+            if np.isnan(v).any() and known[name].default is not None:
+                v = np.where(np.isnan(v), known[name].default, v)
+            params[name] = v
     res = analyze(desc, gpu, params.reset_index(drop=True), models=_MODELS)
     t = res.terms
     mc, gp, sc, rf = t["mwp-cwp"], t["gpuperf"], t["scaled-counts"], t["roofline"]

@@ -1,0 +1,116 @@
+"""kt-convolution and kt-dedispersion: shared memory, launch geometry and validity against the hub caches."""
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hybridperf.kernel import load_kernel
+
+from ._data import FIXTURES, raw
+
+CONV = ("block_size_x", "block_size_y", "tile_size_x", "tile_size_y", "read_only", "use_padding",
+        "filter_height", "filter_width")
+
+
+@pytest.fixture(scope="module")
+def conv():
+    return load_kernel("kt-convolution")
+
+
+@pytest.fixture(scope="module")
+def dedisp():
+    return load_kernel("kt-dedispersion")
+
+
+def _conv_params(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    params = {p: rows[p].to_numpy(float) for p in CONV}
+    for p in ("use_shmem", "use_cmem"):  # the 2023 caches lack them: the kernel then always uses both
+        params[p] = rows[p].fillna(1).to_numpy(float) if p in rows else np.ones(len(rows))
+    return params
+
+
+def test_convolution_fixture_validity(conv) -> None:
+    rows = pd.read_csv(FIXTURES / "convolution_rows.csv")
+    ok, _ = conv.constraint_mask(_conv_params(rows))
+    status = rows["time"].astype(str)
+    compile_failed = (status == "CompilationFailedConfig").to_numpy()
+    timed = pd.to_numeric(rows["time"], errors="coerce").notna().to_numpy()
+    assert compile_failed.any() and timed.sum() == 20
+    assert ok[timed].all() and not ok[compile_failed].any()
+    prof = conv.profile({k: v[timed] for k, v in _conv_params(rows).items()})
+    assert np.isfinite(prof.to_frame().to_numpy()).all()
+    np.testing.assert_allclose(prof.flops * prof.total_threads, 2 * 4096 * 4096 * 15 * 15, rtol=1e-12)
+
+
+def test_convolution_hand_computed_shared_memory(conv) -> None:
+    p = conv.profile({"block_size_x": 32, "block_size_y": 8, "tile_size_x": 1, "tile_size_y": 2})
+    assert p.threads_per_block[0] == 256 and p.blocks[0] == 128 * 256
+    assert p.smem_per_block_bytes[0] == (16 + 14) * (32 + 14) * 4
+    # 48 threads wide: 62-column tile, padding (32 - 14) & 31 = 18 columns
+    p = conv.profile({"block_size_x": 48, "block_size_y": 4, "tile_size_x": 1, "tile_size_y": 1, "use_padding": 1})
+    assert p.smem_per_block_bytes[0] == (4 + 14) * (62 + 18) * 4
+    # 16 x 4 outputs wide: (32 - 62) & 31 = 2 padding columns (C's & on a negative number)
+    p = conv.profile({"block_size_x": 16, "block_size_y": 4, "tile_size_x": 4, "tile_size_y": 1, "use_padding": 1})
+    assert p.smem_per_block_bytes[0] == (4 + 14) * (64 + 14 + 2) * 4
+    p = conv.profile({"use_shmem": 0})
+    assert p.smem_per_block_bytes[0] == 0 and p.smem_insts[0] == 0 and p.sync_insts[0] == 0
+
+
+def test_convolution_loads_count_distinct_inputs(conv) -> None:
+    # 1x1 outputs: 15x15 distinct inputs; tile 1x2 with block_size_y 8: rows 0..22 -> 23 x 15
+    p = conv.profile({"tile_size_x": 1, "tile_size_y": 1})
+    assert p.smem_loads[0] == 225 and p.fp_insts[0] == 225
+    p = conv.profile({"tile_size_x": 1, "tile_size_y": 2, "block_size_y": 8})
+    assert p.smem_loads[0] == 23 * 15 and p.fp_insts[0] == 2 * 225
+    p = conv.profile({"tile_size_x": 1, "tile_size_y": 2, "block_size_y": 16})  # rows no longer overlap
+    assert p.smem_loads[0] == 2 * 225
+
+
+@pytest.mark.parametrize("path", [
+    ("kt-benchmark-hub", "currently_unused", "cachefiles", "KernelTuner data", "convolution", "RTX_2080_Ti.json.gz"),
+    ("kt-benchmark-hub", "cachefiles", "convolution_milo", "A100.json.gz"),
+])
+def test_convolution_compile_failures_are_exactly_the_rejected_configs(conv, path) -> None:
+    doc = json.loads(gzip.decompress(raw(*path).read_bytes()))
+    rows = pd.DataFrame([{**{k: e[k] for k in doc["tune_params_keys"]}, "time": e["time"]}
+                         for e in doc["cache"].values()])
+    ok, _ = conv.constraint_mask(_conv_params(rows))
+    compile_failed = (rows["time"].astype(str) == "CompilationFailedConfig").to_numpy()
+    np.testing.assert_array_equal(~ok, compile_failed)
+
+
+def test_dedispersion_fixture_and_geometry(dedisp) -> None:
+    rows = pd.read_csv(FIXTURES / "dedispersion_rows.csv")
+    names = [c for c in rows.columns if c in dedisp.config_names]
+    assert len(names) == 8
+    params = {p: rows[p].to_numpy(float) for p in names}
+    assert dedisp.constraint_mask(params)[0].all()
+    prof = dedisp.profile(params)
+    assert np.isfinite(prof.to_frame().to_numpy()).all()
+    np.testing.assert_allclose(prof.flops * prof.total_threads, 25000 * 2048 * 1536, rtol=1e-9)
+    np.testing.assert_allclose(prof.global_stores * prof.total_threads, 25000 * 2048, rtol=1e-9)
+    p = dedisp.profile({"block_size_x": 16, "block_size_y": 32, "tile_size_x": 2, "tile_size_y": 3,
+                        "tile_stride_x": 1})
+    assert p.threads_per_block[0] == 512 and p.blocks[0] == np.ceil(25000 / 32) * np.ceil(2048 / 96)
+    assert p.smem_per_block_bytes[0] == 0
+
+
+def test_dedispersion_constraints(dedisp) -> None:
+    cfgs = {"block_size_x": np.array([32.0, 1.0, 4.0]), "block_size_y": np.array([64.0, 32.0, 64.0]),
+            "tile_size_x": np.array([1.0, 1.0, 1.0]), "tile_stride_x": np.array([0.0, 0.0, 1.0])}
+    ok, _ = dedisp.constraint_mask(cfgs)
+    assert list(ok) == [False, True, False]  # 2048 threads; valid; stride without a tile
+
+
+def test_dedispersion_cache_is_exactly_the_constrained_space(dedisp) -> None:
+    path = raw("kt-benchmark-hub", "cachefiles", "dedispersion_milo", "A100.json.gz")
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    tp = doc["tune_params"]
+    product = np.array(list(itertools.product(*tp.values())), dtype=float)
+    ok, _ = dedisp.constraint_mask({k: product[:, i] for i, k in enumerate(tp)})
+    assert ok.sum() == len(doc["cache"]) == 11_130

@@ -1,0 +1,157 @@
+"""The real recorded sweeps shipped in datasets/: discovery, loading and a summary table."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hybridperf.errors import SweepError
+from hybridperf.sweep import (
+    _default_names,
+    noise_floor,
+    read_provenance,
+    read_sweep,
+    summarize_sweep,
+)
+
+__all__ = ["DATA_FILE_NAMES", "DatasetInfo", "datasets_dir", "describe_datasets", "list_datasets", "load_dataset"]
+
+# Data file names looked for in a dataset folder, in order; else the folder's only .parquet/.csv.
+DATA_FILE_NAMES = ("sweep.parquet", "sweep.csv", "sweep.csv.gz")
+_LICENCE = re.compile(r"licen[cs]e\W*[:=]\s*(.+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetInfo:
+    """One dataset folder: a sweep file plus a README.md with its provenance and licence."""
+
+    name: str
+    path: Path
+    data_path: Path
+    readme_path: Path
+    title: str
+    licence: str
+    data_bytes: int
+
+
+def datasets_dir() -> Path:
+    """Folder holding the datasets: ``$HYBRIDPERF_DATASETS``, else ``datasets/`` of the source checkout."""
+    env = os.environ.get("HYBRIDPERF_DATASETS")
+    return Path(env) if env else Path(__file__).resolve().parents[1] / "datasets"
+
+
+def _data_file(folder: Path) -> Path | None:
+    for name in DATA_FILE_NAMES:
+        if (folder / name).is_file():
+            return folder / name
+    found = [p for p in folder.iterdir() if p.is_file() and p.name.lower().endswith((".parquet", ".csv", ".csv.gz"))]
+    return found[0] if len(found) == 1 else None
+
+
+def _readme_fields(readme: Path, data: Path) -> tuple[str, str]:
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    title = lines[0].lstrip("#").strip() if lines else readme.parent.name
+    licence = ""
+    try:
+        licence = str(read_provenance(data).get("licence", ""))
+    except SweepError:
+        licence = ""
+    if not licence:
+        m = next((m for m in map(_LICENCE.search, lines) if m), None)
+        licence = m.group(1).strip(" *") if m else "not stated"
+    return title, licence
+
+
+def list_datasets(root: str | Path | None = None) -> list[DatasetInfo]:
+    """Every folder below ``root`` (default :func:`datasets_dir`) with a sweep file and a README.md.
+
+    Returns
+    -------
+    list of DatasetInfo
+        Sorted by name; an empty list if the folder does not exist.
+    """
+    root = Path(root) if root is not None else datasets_dir()
+    if not root.is_dir():
+        return []
+    out = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        readme, data = folder / "README.md", _data_file(folder)
+        if not readme.is_file() or data is None:
+            continue
+        title, licence = _readme_fields(readme, data)
+        out.append(DatasetInfo(name=folder.name, path=folder, data_path=data, readme_path=readme,
+                               title=title, licence=licence, data_bytes=data.stat().st_size))
+    return out
+
+
+def _info(name: str, root: str | Path | None) -> DatasetInfo:
+    sets = list_datasets(root)
+    for info in sets:
+        if info.name == name:
+            return info
+    names = ", ".join(i.name for i in sets) or "none found"
+    raise SweepError(f"unknown dataset {name!r} in {Path(root) if root else datasets_dir()}; available: {names}")
+
+
+def load_dataset(name: str, *, root: str | Path | None = None) -> pd.DataFrame:
+    """Load a shipped dataset by folder name, validated.
+
+    Kernel and GPU names are checked against the shipped descriptors and specs plus the names
+    the dataset declares in its provenance (``kernels``, ``gpus``): a set may hold GPUs that have
+    no spec yet (listed in ``gpus_without_spec`` and in its README).
+
+    Parameters
+    ----------
+    name : str
+        Folder name, e.g. ``"uci-sgemm-gtx680"`` (see :func:`list_datasets`).
+    root : str or Path, optional
+        Datasets folder (default :func:`datasets_dir`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The sweep; ``df.attrs["provenance"]`` holds the stored provenance.
+    """
+    info = _info(name, root)
+    prov = read_provenance(info.data_path)
+    kernels = (_default_names("kernel") or set()) | set(prov.get("kernels", []))
+    gpus = (_default_names("gpu") or set()) | set(prov.get("gpus", []))
+    return read_sweep(info.data_path, known_kernels=kernels or None, known_gpus=gpus or None)
+
+
+def _ranges(ranges: dict[str, tuple[float, float, int]]) -> str:
+    parts = []
+    for k, (lo, hi, n) in ranges.items():
+        parts.append(f"{k} ({n} values)" if pd.isna(lo) else f"{k}={lo:g}" if lo == hi else f"{k}={lo:g}..{hi:g}")
+    return "; ".join(parts)
+
+
+def describe_datasets(root: str | Path | None = None) -> list[dict[str, Any]]:
+    """One row per dataset for a table: counts, GPUs, kernels, ranges, noise floor, licence.
+
+    Returns
+    -------
+    list of dict
+        Keys: ``name``, ``rows``, ``ok``, ``failed``, ``invalid``, ``gpus``, ``kernels``,
+        ``sizes`` and ``configs`` (ranges as text), ``noise_cv_median``, ``noise_cv_p95``,
+        ``noise_configs`` (see :func:`hybridperf.sweep.noise_floor`), ``licence``, ``data_bytes``.
+    """
+    rows = []
+    for info in list_datasets(root):
+        df = load_dataset(info.name, root=root)
+        s, noise = summarize_sweep(df), noise_floor(df)
+        rows.append({
+            "name": info.name, "rows": s.rows, "ok": s.ok, "failed": s.failed, "invalid": s.invalid,
+            "gpus": ", ".join(s.gpus), "kernels": ", ".join(s.kernels) if len(s.kernels) <= 4 else
+            f"{len(s.kernels)} kernels ({', '.join(s.kernels[:3])}, ...)",
+            "sizes": _ranges(s.sizes),
+            "configs": f"{len(s.configs)} parameters" if len(s.configs) > 4 else _ranges(s.configs),
+            "noise_cv_median": noise["cv_median"], "noise_cv_p95": noise["cv_p95"], "noise_configs": noise["configs"],
+            "licence": info.licence, "data_bytes": info.data_bytes,
+        })
+    return rows

@@ -1,0 +1,189 @@
+"""Importers: recorded runs in other tools' formats to validated sweep tables (and back to Kernel Tuner)."""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import zlib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hybridperf.errors import HybridperfError, SweepError
+from hybridperf.importers.aiwc import read_aiwc
+from hybridperf.importers.kernel_tuner import export_kernel_tuner, read_kernel_tuner
+from hybridperf.importers.ktt import read_ktt
+from hybridperf.importers.neusight import read_neusight
+from hybridperf.importers.plain_csv import read_csv_sweep
+from hybridperf.importers.uci_sgemm import read_uci_sgemm
+from hybridperf.sweep import _default_names, _kind, validate_sweep, write_sweep
+
+__all__ = [
+    "FORMATS",
+    "export_kernel_tuner",
+    "import_sweep",
+    "import_to_file",
+    "read_aiwc",
+    "read_csv_sweep",
+    "read_kernel_tuner",
+    "read_ktt",
+    "read_neusight",
+    "read_uci_sgemm",
+]
+
+FORMATS: dict[str, Callable[..., pd.DataFrame]] = {
+    "aiwc": read_aiwc,
+    "csv": read_csv_sweep,
+    "kernel-tuner": read_kernel_tuner,
+    "ktt": read_ktt,
+    "neusight": read_neusight,
+    "uci-sgemm": read_uci_sgemm,
+}
+# Errors a malformed file can provoke deep inside a parser; reported as one-line SweepErrors.
+_PARSE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError,
+                 RecursionError, UnicodeError, OSError, EOFError, zlib.error)
+
+
+# Options given as text (e.g. from the command line) are parsed by kind.
+_LIST_OPTIONS = frozenset({"ops", "devices", "drop", "size_names"})
+_DICT_OPTIONS = frozenset({"sizes", "mapping"})
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Parse a text option: lists 'a,b', dicts 'K=4096,M=2048', booleans 'true'/'false'."""
+    if not isinstance(value, str):
+        return value
+    if name == "progress":
+        flag = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(value.lower())
+        if flag is None:
+            raise SweepError(f"option progress={value!r}: use true or false")
+        return flag
+    if name in _LIST_OPTIONS:
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if name in _DICT_OPTIONS:
+        pairs = [item.partition("=") for item in value.split(",") if item.strip()]
+        if not pairs or any(not sep or not k.strip() for k, sep, _ in pairs):
+            raise SweepError(f"option {name}={value!r}: write NAME=VALUE pairs separated by commas")
+        if name == "mapping":
+            return {k.strip(): v.strip() for k, _, v in pairs}
+        try:
+            return {k.strip(): float(v) for k, _, v in pairs}
+        except ValueError:
+            raise SweepError(f"option sizes={value!r}: every size needs a number, e.g. K=4096") from None
+    return value
+
+
+def _sha256(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | None = None,
+                 known_kernels: Iterable[str] | None = None, known_gpus: Iterable[str] | None = None,
+                 **options: Any) -> pd.DataFrame:
+    """Read recorded runs in format ``fmt`` and return a validated sweep table.
+
+    Parameters
+    ----------
+    source : str or Path
+        The file (or, for ``neusight``, a folder) to import.
+    fmt : str
+        One of :data:`FORMATS`: ``kernel-tuner``, ``ktt``, ``uci-sgemm``, ``neusight``, ``aiwc``, ``csv``.
+    provenance : dict, optional
+        Extra provenance (source repo, commit, licence, command) merged over what the importer
+        records (importer, options, source path and sha256, units, source device/kernel names).
+    known_kernels : iterable of str, optional
+        Accepted kernel names. Default: the shipped descriptors plus the names the importer
+        assigns by its documented convention (so importing never blocks on naming).
+    known_gpus : iterable of str, optional
+        Accepted GPU names. Default: the shipped spec stems; pass extra stems to import data
+        from GPUs without a spec.
+    **options
+        Passed to the format's reader (see ``hybridperf.importers.<format>``), e.g.
+        ``kernel=``, ``gpu=``, ``sizes=``, ``mapping=``, ``time_unit=``, ``progress=``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The validated sweep; ``df.attrs["provenance"]`` holds the provenance.
+
+    Raises
+    ------
+    SweepError
+        For an unknown format or option, and for any malformed input (one line naming the file,
+        the field or column, and a fix).
+    """
+    reader = FORMATS.get(fmt)
+    if reader is None:
+        raise SweepError(f"unknown import format {fmt!r}; use one of {', '.join(FORMATS)}")
+    allowed = [p for p in inspect.signature(reader).parameters if p != "source"]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise SweepError(f"unknown option {unknown[0]!r} for format {fmt!r}; allowed: {', '.join(allowed)}")
+    options = {k: _coerce(k, v) for k, v in options.items()}
+    try:
+        df = reader(source, **options)
+    except HybridperfError:
+        raise
+    except _PARSE_ERRORS as exc:
+        msg = " ".join(str(exc).split())[:160]
+        raise SweepError(f"{source}: cannot read as {fmt} ({type(exc).__name__}: {msg}); "
+                         "check the file and the format name") from None
+    prov = dict(df.attrs.get("provenance", {}))
+    kernels = None if known_kernels is None else set(known_kernels)
+    if kernels is None:
+        kernels = (_default_names("kernel") or set()) | set(df["kernel"].astype("str").unique())
+    gpus = _default_names("gpu") if known_gpus is None else set(known_gpus)
+    if gpus:
+        devices = prov.get("source_devices", {})
+        for stem in sorted(set(df["gpu"].astype("str").unique()) - gpus):
+            n = int((df["gpu"] == stem).sum())
+            raise SweepError(
+                f"{source}: device {devices.get(stem, stem)!r} maps to GPU {stem!r}, which has no spec ({n} rows); "
+                f"add hybridperf/gpus/{stem}.toml, pass gpu=<shipped name> if it is the same part, "
+                f"or pass known_gpus=[{stem!r}, ...] to import it without a spec")
+    out = validate_sweep(df, source=str(source), known_kernels=kernels, known_gpus=gpus or None)
+    from hybridperf import __version__
+
+    path = Path(source)
+    prov.update({
+        "importer": fmt,
+        "importer_options": json.loads(json.dumps(options, default=str)),
+        "source_path": str(source),
+        "source_sha256": _sha256(path),
+        "hybridperf_version": __version__,
+    })
+    prov.update(provenance or {})
+    out.attrs["provenance"] = prov
+    return out
+
+
+def import_to_file(source: str | Path, fmt: str, out_path: str | Path, *,
+                   provenance: dict[str, Any] | None = None, known_kernels: Iterable[str] | None = None,
+                   known_gpus: Iterable[str] | None = None, **options: Any) -> pd.DataFrame:
+    """Import ``source`` and write the sweep to ``out_path`` atomically (Parquet or CSV + sidecar).
+
+    Parameters are those of :func:`import_sweep`; ``out_path`` ends in ``.parquet``, ``.csv`` or
+    ``.csv.gz``. Nothing is written unless the whole import validates, and a failed write never
+    leaves a partial file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The sweep written (for a summary, see :func:`hybridperf.sweep.summarize_sweep`).
+    """
+    out_path = Path(out_path)
+    _kind(out_path)  # fail on a bad output name before the (possibly long) import
+    if not out_path.parent.is_dir():
+        raise SweepError(f"{out_path}: directory {str(out_path.parent)!r} does not exist; create it first")
+    df = import_sweep(source, fmt, provenance=provenance, known_kernels=known_kernels,
+                      known_gpus=known_gpus, **options)
+    write_sweep(df, out_path, provenance=df.attrs["provenance"])
+    return df

@@ -1,0 +1,213 @@
+"""Shared helpers of the importers: reading bytes, JSON, units, GPU names, progress, repeats."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import sys
+import warnings
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from hybridperf.errors import HybridperfError, SweepError
+
+T = TypeVar("T")
+
+# Time units accepted by the importers, as factors to milliseconds.
+UNIT_TO_MS: dict[str, float] = {
+    "ns": 1e-6, "nanoseconds": 1e-6,
+    "us": 1e-3, "µs": 1e-3, "microseconds": 1e-3,
+    "ms": 1.0, "milliseconds": 1.0,
+    "s": 1e3, "seconds": 1e3,
+}
+
+# Source device names (normalised: lower-case alphanumerics) that no shipped spec alias covers,
+# mapped to the spec stem they would have. load_gpu() is tried first, so a spec added later wins.
+_DEVICE_STEMS: dict[str, str] = {
+    "gtx680": "geforce-gtx-680",
+    "titanx": "geforce-gtx-titan-x",
+    "gtx1080": "geforce-gtx-1080",
+    "gtx1080ti": "geforce-gtx-1080-ti",
+    "k20c": "tesla-k20c",
+    "k40c": "tesla-k40c",
+    "fijifuryx": "radeon-r9-fury-x",
+    "hawaiir9290x": "radeon-r9-290x",
+    "hawaiir9295x2": "radeon-r9-295x2",
+    "polarisrx480": "radeon-rx-480",
+    "tahitihd7970": "radeon-hd-7970",
+    "firepros9150": "firepro-s9150",
+    "xeones2697v2": "xeon-e5-2697-v2",
+    "i76700k": "core-i7-6700k",
+    "i53350": "core-i5-3350",
+    "knl": "xeon-phi-knl",
+    "teslav100pcie32gb": "tesla-v100-pcie-32gb",
+    "nvidiaa10080gbpcie": "a100-pcie-80gb",
+}
+
+
+def norm(text: str) -> str:
+    """Lower-case alphanumerics only (how hybridperf.hardware matches GPU names)."""
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def slug(text: str, *, keep: str = "") -> str:
+    """Lower-case name with runs of other characters replaced by '-' (``keep`` lists extra characters)."""
+    pattern = rf"[^a-z0-9{re.escape(keep)}]+"
+    return re.sub(pattern, "-", str(text).lower()).strip("-")
+
+
+def resolve_gpu(device: str, source: str) -> str:
+    """Map a device name recorded by a tool (e.g. 'NVIDIA GeForce RTX 2080 Ti') to a spec stem."""
+    if not isinstance(device, str) or not device.strip():
+        raise SweepError(f"{source}: no device name recorded; pass gpu=<spec name> (see 'hybridperf gpus')")
+    from hybridperf.hardware import load_gpu
+
+    candidates = [device, re.sub(r"^(nvidia|amd)\s+", "", device, flags=re.IGNORECASE)]
+    hint = _DEVICE_STEMS.get(norm(device))
+    if hint:
+        candidates.append(hint)
+    for name in candidates:
+        try:
+            return Path(load_gpu(name).path).stem
+        except HybridperfError:
+            continue
+    return hint or slug(re.sub(r"^(nvidia|amd)\s+", "", device, flags=re.IGNORECASE))
+
+
+def time_factor(unit: str, source: str) -> float:
+    """Factor converting ``unit`` to milliseconds."""
+    key = str(unit).strip()
+    factor = UNIT_TO_MS.get(key) or UNIT_TO_MS.get(key.lower())
+    if factor is None:
+        raise SweepError(f"{source}: unknown time unit {unit!r}; use one of {', '.join(sorted(set(UNIT_TO_MS)))}")
+    return factor
+
+
+def read_bytes(source: str | Path) -> bytes:
+    """Read a file, transparently gunzipping it (by magic number, not by name)."""
+    path = Path(source)
+    if not path.is_file():
+        raise SweepError(f"{path}: no such file; check the path")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SweepError(f"{path}: cannot read ({exc.strerror}); check permissions") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise SweepError(f"{path}: corrupt or truncated gzip data ({exc}); re-download the file") from None
+    if not raw.strip():
+        raise SweepError(f"{path}: the file is empty; check that the export finished")
+    return raw
+
+
+def short(exc: BaseException) -> str:
+    """An exception's message on one line, at most 120 characters."""
+    return " ".join(str(exc).split())[:120]
+
+
+def read_csv(source: str | Path, *, expected: str, raw: bytes | None = None) -> pd.DataFrame:
+    """A CSV file (gzip'd or not, or given as bytes) as a DataFrame; SweepErrors for bad input."""
+    data = read_bytes(source) if raw is None else raw
+    try:
+        return pd.read_csv(io.BytesIO(data), low_memory=False)
+    except pd.errors.EmptyDataError:
+        raise SweepError(f"{source}: the CSV is empty; expected {expected}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise SweepError(f"{source}: cannot parse the CSV ({short(exc)}); check the file") from None
+
+
+def read_text(source: str | Path) -> str:
+    raw = read_bytes(source)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SweepError(f"{source}: not UTF-8 text (byte {exc.start}); check the file format") from None
+
+
+def load_json(text: str, source: str | Path) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SweepError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+                         "the file may be truncated: re-export it") from None
+
+
+def require(doc: Any, key: str, kind: type | tuple[type, ...], source: str | Path, where: str = "") -> Any:
+    """``doc[key]`` checked for type; a SweepError naming the field otherwise."""
+    place = f"{where}: " if where else ""
+    if not isinstance(doc, dict):
+        raise SweepError(f"{source}: {place}expected a JSON object, got {type(doc).__name__}; check the file format")
+    if key not in doc:
+        raise SweepError(f"{source}: {place}missing field {key!r}; check the file format or re-export it")
+    value = doc[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = "/".join(k.__name__ for k in kinds)
+        raise SweepError(f"{source}: {place}field {key!r} must be {names}, got {type(value).__name__}; "
+                         "check the file format")
+    return value
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def progress(items: Iterable[T], *, total: int | None = None, desc: str = "",
+             enabled: bool | None = None) -> Iterator[T] | Iterable[T]:
+    """Wrap an iterable in a tqdm bar on stderr; ``enabled=None`` shows it only on a terminal."""
+    if enabled is False:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, total=total, desc=desc, file=sys.stderr, leave=False,
+                disable=None if enabled is None else not enabled, mininterval=0.5)
+
+
+def warn(message: str) -> None:
+    warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def column_from_values(values: list[Any], name: str, source: str | Path) -> pd.Series:
+    """A config column from raw values: int64 if all integers, float64 if numbers, else strings."""
+    fast = pd.Series(values)  # numpy inference handles the common all-int / all-float cases quickly
+    if pd.api.types.is_integer_dtype(fast) or pd.api.types.is_float_dtype(fast):
+        return fast
+    if pd.api.types.is_bool_dtype(fast):
+        return fast.astype("int64")
+    present = [v for v in values if v is not None]
+    if all(isinstance(v, bool) for v in present) and present:
+        dtype = "float64" if len(present) < len(values) else "int64"
+        return pd.Series([None if v is None else int(v) for v in values], dtype=dtype)
+    if all(is_number(v) or isinstance(v, bool) for v in present):
+        nums = [np.nan if v is None else (int(v) if isinstance(v, bool) else v) for v in values]
+        if len(present) == len(values) and all(isinstance(v, int) for v in nums):
+            return pd.Series(nums, dtype="int64")
+        return pd.Series(nums, dtype="float64")
+    if all(isinstance(v, (str, int, float)) for v in present):
+        return pd.Series([None if v is None else str(v) for v in values], dtype="str")
+    bad = next(v for v in present if not isinstance(v, (str, int, float)))
+    raise SweepError(f"{source}: parameter {name!r} has a value of type {type(bad).__name__} ({str(bad)[:30]}); "
+                     "parameters must be numbers, booleans or strings")
+
+
+def aggregate_repeats(runs: pd.DataFrame, key: list[str], time_col: str = "time_ms") -> pd.DataFrame:
+    """One row per configuration from one row per run: median, count, std (ddof=1), min, max.
+
+    Columns outside ``key`` and ``time_col`` keep their first non-missing value.
+    """
+    g = runs.groupby(key, sort=False, dropna=False)
+    stats = g[time_col].agg(["median", "count", "std", "min", "max"])
+    stats.columns = ["time_ms", "repeats", "time_std_ms", "time_min_ms", "time_max_ms"]
+    rest = [c for c in runs.columns if c not in key and c != time_col]
+    out = stats if not rest else g[rest].first().join(stats)
+    out = out.reset_index()
+    out["repeats"] = out["repeats"].astype("Int64")
+    return out

@@ -1,0 +1,123 @@
+"""Plain CSV files with a column mapping and a time unit to sweeps."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hybridperf.errors import SweepError
+from hybridperf.importers._common import (
+    aggregate_repeats,
+    read_csv,
+    resolve_gpu,
+    time_factor,
+    warn,
+)
+from hybridperf.sweep import PREFIXES
+
+__all__ = ["read_csv_sweep"]
+
+_BASE = ("kernel", "gpu", "time_ms", "repeats", "time_std_ms", "time_min_ms", "time_max_ms", "status", "reason")
+_TIMES = ("time_ms", "time_std_ms", "time_min_ms", "time_max_ms")
+
+
+def read_csv_sweep(source: str | Path, *, mapping: Mapping[str, str] | None = None, time_unit: str = "ms",
+                   kernel: str | None = None, gpu: str | None = None, sizes: Mapping[str, float] | None = None,
+                   drop: Iterable[str] = ()) -> pd.DataFrame:
+    """Read a plain CSV (optionally gzip'd) whose columns are renamed into the sweep format.
+
+    Parameters
+    ----------
+    source : str or Path
+        The CSV file.
+    mapping : mapping, optional
+        Source column -> sweep column, e.g. ``{"time": "time_ms", "n": "size.N", "bs": "config.BLOCK"}``.
+    time_unit : str
+        Unit of the source time columns (``time_ms`` and the spread columns after mapping):
+        ns, us, ms or s; converted to ms.
+    kernel, gpu : str, optional
+        Constant kernel name / GPU for every row (instead of a column). GPU names, from here
+        or from a column, are resolved to spec stems where a shipped spec matches.
+    sizes : mapping, optional
+        Constant size parameters, e.g. ``{"N": 4096}``.
+    drop : iterable of str
+        Source columns to leave out on purpose.
+
+    Returns
+    -------
+    pandas.DataFrame
+        If rows repeat a configuration and there is no ``repeats`` column, each row is taken as
+        one run and the runs are merged (median, count, spread). Without a ``status`` column,
+        rows with a positive time are ``ok`` and the others ``failed`` (reported as a warning).
+    """
+    source = str(source)
+    t = read_csv(source, expected="a header and data rows")
+    t.columns = [str(c).strip() for c in t.columns]
+    drop = list(drop)
+    mapping = dict(mapping or {})
+    for name in [*drop, *mapping]:
+        if name not in t.columns:
+            raise SweepError(f"{source}: column {name!r} named in mapping/drop is not in the file "
+                             f"(have {', '.join(t.columns[:8])}); fix the name")
+    t = t.drop(columns=drop).rename(columns=mapping)
+    if len(set(t.columns)) != len(t.columns):
+        raise SweepError(f"{source}: the mapping gives two columns the same name; map each to a distinct column")
+    for c in t.columns:
+        if c not in _BASE and not c.startswith(PREFIXES):
+            raise SweepError(f"{source}: unmapped column {c!r}; map it (mapping={{{c!r}: 'config.{c}'}}) "
+                             f"or leave it out (drop=[{c!r}])")
+    if t.empty:
+        raise SweepError(f"{source}: the CSV has a header but no rows; record at least one run")
+    for name, value in (("kernel", kernel), ("gpu", gpu)):
+        if value is not None:
+            t[name] = value
+        elif name not in t.columns:
+            raise SweepError(f"{source}: no {name!r} column; map one or pass {name}='...'")
+    if "time_ms" not in t.columns:
+        raise SweepError(f"{source}: no time column; map it, e.g. mapping={{'time': 'time_ms'}}, and give time_unit")
+    devices = t["gpu"].astype("str")
+    gpus = {d: resolve_gpu(d, source) for d in devices.unique()}
+    t["gpu"] = devices.map(gpus)
+    for k, v in (sizes or {}).items():
+        t[f"size.{k}"] = float(v)
+    factor = time_factor(time_unit, source)
+    for c in _TIMES:
+        if c in t.columns:
+            num = pd.to_numeric(t[c], errors="coerce")
+            bad = num.isna() & t[c].notna()
+            if bad.any():
+                raise SweepError(f"{source}: non-numeric values in {c!r} ({int(bad.sum())} rows); store numbers")
+            t[c] = num * factor
+    notes = []
+    if "status" not in t.columns:
+        good = (t["time_ms"] > 0) & np.isfinite(t["time_ms"])
+        t["status"] = np.where(good, "ok", "failed")
+        t["reason"] = np.where(good, "", "no positive time recorded")
+        if (~good).any():
+            notes.append(f"{int((~good).sum())} rows without a positive time marked failed")
+            warn(f"{source}: {notes[-1]}")
+    elif "reason" not in t.columns:
+        t["reason"] = np.where(t["status"] == "ok", "", "status " + t["status"].astype("str") + " in source")
+    key = ["kernel", "gpu", *[c for c in t.columns if c.startswith(("size.", "config."))]]
+    if "repeats" not in t.columns and t.duplicated(subset=key).any():
+        ok = t["status"] == "ok"
+        per_config = ["status", "reason", "time_std_ms", "time_min_ms", "time_max_ms"]
+        runs = t.loc[ok].drop(columns=per_config, errors="ignore")
+        merged = aggregate_repeats(runs, key).assign(status="ok", reason="")
+        bad = t.loc[~ok].drop_duplicates(subset=key)
+        has_ok = bad.set_index(key).index.isin(merged.set_index(key).index)
+        if has_ok.any():
+            notes.append(f"{int((~ok).sum())} failed runs; {int(has_ok.sum())} configurations also had ok runs "
+                         "and keep only those")
+        notes.append(f"{int(ok.sum())} ok runs merged into {len(merged)} configurations")
+        warn(f"{source}: " + "; ".join(notes))
+        t = pd.concat([merged, bad.loc[~has_ok]], ignore_index=True)
+    t.attrs["provenance"] = {
+        "source_devices": {s: d for d, s in gpus.items()},
+        "units": {"time_ms": f"ms; converted from {time_unit}"},
+        "csv": {"mapping": mapping, "dropped_columns": drop},
+        "notes": notes,
+    }
+    return t

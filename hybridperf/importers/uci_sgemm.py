@@ -1,0 +1,105 @@
+"""The UCI 'SGEMM GPU kernel performance' archive (CLTune gemm_fast on a GTX 680) to a sweep."""
+from __future__ import annotations
+
+import io
+import re
+import warnings
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hybridperf.errors import SweepError
+from hybridperf.importers._common import read_bytes, read_csv, resolve_gpu, time_factor
+
+__all__ = ["PARAMETERS", "read_uci_sgemm"]
+
+PARAMETERS = ("MWG", "NWG", "KWG", "MDIMC", "NDIMC", "MDIMA", "NDIMB", "KWI", "VWM", "VWN",
+              "STRM", "STRN", "SA", "SB")
+_RUN = re.compile(r"^Run\s*(\d+)\s*\(([^)]*)\)$")
+
+
+def _table(source: str) -> pd.DataFrame:
+    raw = read_bytes(source)
+    if raw[:4] == b"PK\x03\x04":
+        try:
+            with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+                members = [m for m in zf.namelist() if m.lower().endswith(".csv") and not m.startswith("__MACOSX")]
+                if not members:
+                    raise SweepError(f"{source}: the zip archive holds no .csv file; expected sgemm_product.csv")
+                raw = zf.read(min(members, key=lambda m: "sgemm_product" not in m))
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+            if isinstance(exc, SweepError):
+                raise
+            raise SweepError(f"{source}: corrupt zip archive ({exc}); re-download it") from None
+    return read_csv(source, expected="a header and 241,600 rows", raw=raw)
+
+
+def read_uci_sgemm(source: str | Path, *, gpu: str = "gtx680", kernel: str = "clblast-xgemm",
+                   sizes: dict[str, float] | None = None) -> pd.DataFrame:
+    """Read ``sgemm_product_dataset.zip`` (or the CSV inside it) into sweep rows.
+
+    Parameters
+    ----------
+    source : str or Path
+        The UCI zip archive or ``sgemm_product.csv``.
+    gpu : str
+        GPU the archive was recorded on (the archive's Readme: GeForce GTX 680).
+    kernel : str
+        Kernel name (the CLTune gemm_fast kernel has CLBlast Xgemm's 14 parameters).
+    sizes : dict, optional
+        Problem size; default ``{"M": 2048, "N": 2048, "K": 2048}`` (the Readme).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per configuration: ``time_ms`` is the median of the runs (``Run1 (ms)``..), with
+        their count, sample standard deviation, min and max. Rows whose runs are all missing or
+        non-positive become ``failed``. Not yet validated.
+    """
+    source = str(source)
+    table = _table(source)
+    runs = {c: _RUN.match(str(c).strip()) for c in table.columns}
+    run_cols = [c for c, m in runs.items() if m]
+    params = [c for c, m in runs.items() if not m]
+    if not run_cols:
+        raise SweepError(f"{source}: no 'RunN (unit)' columns (have {', '.join(map(str, table.columns[:6]))}...); "
+                         "expected the UCI SGEMM layout")
+    missing = [p for p in PARAMETERS if p not in params]
+    if missing:
+        raise SweepError(f"{source}: missing parameter column {missing[0]!r}; expected {', '.join(PARAMETERS)}")
+    factors = {time_factor(runs[c].group(2), source) for c in run_cols}  # type: ignore[union-attr]
+    if len(factors) != 1:
+        raise SweepError(f"{source}: the run columns use different time units; convert them to one unit first")
+    for c in params + run_cols:
+        if not pd.api.types.is_numeric_dtype(table[c]):
+            bad = pd.to_numeric(table[c], errors="coerce").isna() & table[c].notna()
+            raise SweepError(f"{source}: non-numeric values in column {c!r} ({int(bad.sum())} rows); fix the file")
+    t = table[run_cols].to_numpy(dtype="float64") * factors.pop()
+    t[~(t > 0)] = np.nan
+    n_ok = (~np.isnan(t)).sum(axis=1)
+    ok = n_ok > 0
+    with warnings.catch_warnings():  # all-NaN rows are expected for failed configs
+        warnings.simplefilter("ignore", RuntimeWarning)
+        median = np.nanmedian(t, axis=1)
+        std = np.where(n_ok > 1, np.nanstd(t, axis=1, ddof=1), np.nan)
+        lo, hi = np.nanmin(t, axis=1), np.nanmax(t, axis=1)
+    n = len(table)
+    sizes = {"M": 2048.0, "N": 2048.0, "K": 2048.0} if sizes is None else sizes
+    gpu_stem = resolve_gpu(gpu, source)
+    data = {"kernel": pd.Series([kernel] * n, dtype="str"), "gpu": pd.Series([gpu_stem] * n, dtype="str")}
+    data.update({f"size.{k}": np.full(n, float(v)) for k, v in sizes.items()})
+    data.update({f"config.{p}": table[p].to_numpy() for p in params})
+    data.update(time_ms=median, repeats=pd.array(np.where(ok, n_ok, 0), dtype="Int64"), time_std_ms=std,
+                time_min_ms=lo, time_max_ms=hi,
+                status=np.where(ok, "ok", "failed"), reason=np.where(ok, "", "no valid run recorded"))
+    df = pd.DataFrame(data)
+    df.loc[~ok, "repeats"] = pd.NA
+    df["status"], df["reason"] = df["status"].astype("str"), df["reason"].astype("str")
+    df.attrs["provenance"] = {
+        "source_devices": {gpu_stem: "NVIDIA GeForce GTX 680"}, "source_kernels": {kernel: "gemm_fast (CLTune)"},
+        "units": {"time_ms": "ms (column headers 'RunN (ms)'); median of the runs"},
+        "notes": [f"{int((~ok).sum())} rows without a valid run"] if (~ok).any() else [],
+    }
+    return df

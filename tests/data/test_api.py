@@ -1,0 +1,46 @@
+"""Public API of the data modules: sorted __all__ naming real objects; progress goes to stderr."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from hybridperf.errors import HybridperfError
+from hybridperf.importers import import_sweep
+
+from ._paths import FIXTURES
+
+MODULES = ["hybridperf.sweep", "hybridperf.datasets", "hybridperf.importers", "hybridperf.importers.kernel_tuner",
+           "hybridperf.importers.ktt", "hybridperf.importers.uci_sgemm", "hybridperf.importers.neusight",
+           "hybridperf.importers.aiwc", "hybridperf.importers.plain_csv"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_all_is_sorted_and_resolves(name) -> None:
+    mod = importlib.import_module(name)
+    key = lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n)
+    assert list(mod.__all__) == sorted(mod.__all__, key=key)
+    for attr in mod.__all__:
+        assert hasattr(mod, attr), attr
+    assert mod.__doc__ and len(mod.__doc__.strip().splitlines()) == 1
+
+
+def test_progress_bar_goes_to_stderr_and_can_be_disabled(capsys) -> None:
+    import_sweep(FIXTURES / "kt_convolution_a100.json", "kernel-tuner", progress=True)
+    out, err = capsys.readouterr()
+    assert out == "" and "kernel-tuner" in err
+    import_sweep(FIXTURES / "kt_convolution_a100.json", "kernel-tuner", progress=False)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_text_options_as_the_command_line_gives_them(tmp_path) -> None:
+    df = import_sweep(FIXTURES / "kt_gemm_rtx2080ti.json", "kernel-tuner", sizes="K=4096", progress="false")
+    assert (df["size.K"] == 4096).all()
+    ns = import_sweep(FIXTURES / "neusight" / "bmm" / "p2.1.0" / "Tesla P4.csv", "neusight", ops="bmm,linear")
+    assert len(ns) == 10
+    (tmp_path / "r.csv").write_text("n,t\n1,2\n")
+    csv = import_sweep(tmp_path / "r.csv", "csv", mapping="n=size.N,t=time_ms", kernel="k", gpu="titan-v")
+    assert csv["time_ms"].tolist() == [2.0]
+    for bad in ({"sizes": "K"}, {"sizes": "K=big"}, {"progress": "maybe"}):
+        with pytest.raises(HybridperfError, match="option"):
+            import_sweep(FIXTURES / "kt_gemm_rtx2080ti.json", "kernel-tuner", **bad)

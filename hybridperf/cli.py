@@ -371,6 +371,18 @@ def cmd_datasets(args: argparse.Namespace) -> int:
             print(f"\n{r['name']}: sizes {r['sizes']}; configs {r['configs']}")
     return 0
 
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from hybridperf.record import parse_assignments, record_sweep
+
+    summary = record_sweep(args.kernel, parse_assignments(args.sizes, "--sizes"),
+                           parse_assignments(args.space or [], "--space") or None, args.output, gpu=args.gpu,
+                           min_repeats=args.min_repeats, max_repeats=args.max_repeats, target_cv=args.target_cv,
+                           warmup=args.warmup, ncu=args.ncu, retry_failed=args.retry_failed, bench=args.bench,
+                           progress=_progress(args))
+    print(summary.describe())
+    return 1 if summary.stopped else 0
+
 # -- parser --------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -473,6 +485,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.add_argument("-v", "--verbose", action="store_true", help="also size and config ranges")
     s.set_defaults(func=cmd_datasets)
+    s = sub.add_parser("record", help="time a kernel's sizes x configurations on this machine's NVIDIA GPU (CuPy)")
+    s.add_argument("--kernel", required=True, help="descriptor with a CUDA benchmark setup (see docs/record.md)")
+    s.add_argument("--sizes", action="append", required=True, metavar="NAME=VALUES", help="size values (repeatable)")
+    s.add_argument("--space", action="append", metavar="NAME=VALUES", help="config values (default: the descriptor's)")
+    s.add_argument("-o", "--output", required=True, help="sweep file; rows already there are skipped (resume)")
+    s.add_argument("--gpu", help="GPU spec to record under (default: matched from the device)")
+    s.add_argument("--bench", help="benchmark setup TOML (default: the shipped one for the kernel)")
+    s.add_argument("--min-repeats", type=int, default=5)
+    s.add_argument("--max-repeats", type=int, default=50)
+    s.add_argument("--target-cv", type=float, default=0.02, help="stop repeating below this coefficient of variation")
+    s.add_argument("--warmup", type=int, default=3)
+    s.add_argument("--ncu", action="store_true", help="also collect Nsight Compute metrics and stall samples")
+    s.add_argument("--retry-failed", action="store_true", help="run rows recorded as failed again")
+    s.add_argument("--quiet", action="store_true")
+    s.set_defaults(func=cmd_record)
     return p
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 from hybridperf.errors import HybridperfError
 from hybridperf.features import BASELINES, baseline_column
 
-__all__ = ["BASELINE_COLUMN", "GROUP_COLUMNS", "add_baseline", "add_group_ids", "choose_baselines"]
+__all__ = ["BASELINE_COLUMN", "GROUP_COLUMNS", "add_baseline", "add_group_ids", "choose_baselines", "size_groups"]
 
 BASELINE_COLUMN = "log_baseline_ms"
 # Group ids for the per-(kernel, GPU) scale, then the per-kernel fallback (HybridRegressor.group_columns).
@@ -24,13 +24,15 @@ def _spread(resid: np.ndarray, pairs: np.ndarray) -> float:
     return float(np.sqrt(np.mean(centred**2)))
 
 
-def choose_baselines(features: pd.DataFrame, time_ms: np.ndarray, kernels: np.ndarray,
-                     gpus: np.ndarray) -> tuple[dict[str, str], str]:
-    """Per kernel, the baseline whose log error varies least once scaled per (kernel, gpu).
+def choose_baselines(features: pd.DataFrame, time_ms: np.ndarray, kernels: np.ndarray, gpus: np.ndarray,
+                     sizes: np.ndarray | None = None) -> tuple[dict[str, str], str]:
+    """Per kernel, the baseline whose shape best fits the measured times once scaled per (kernel, gpu).
 
-    Returns the mapping and the overall best (the fallback for kernels never trained). The scale
-    per pair is what the residual learner removes first; the remaining spread is what it must
-    learn, so the smallest spread is the best shape (MODELS.md section 6: calibrate, then correct).
+    With ``sizes`` (one problem size per row) and at least three distinct sizes in a kernel, the
+    score is extrapolation-aware, as the product's main use is unseen larger sizes: the scale is
+    fitted on the smaller two thirds of that kernel's sizes and the RMS log error is measured on the
+    largest third. Otherwise the score is the spread of the log errors after the per-pair scale.
+    Returns the mapping and the overall best (the fallback for kernels never trained).
     """
     logy = np.log(np.asarray(time_ms, dtype=np.float64))
     kernels = np.asarray(kernels).astype(str)
@@ -40,14 +42,28 @@ def choose_baselines(features: pd.DataFrame, time_ms: np.ndarray, kernels: np.nd
         resid = logy - features[col].to_numpy(dtype=np.float64)
         for k in np.unique(kernels):
             m = kernels == k
-            if np.all(np.isfinite(resid[m])):
-                scores.setdefault(k, {})[name] = _spread(resid[m], pairs[m])
+            if not np.all(np.isfinite(resid[m])):
+                continue
+            if sizes is not None and len(np.unique(sizes[m])) >= 3:
+                score = _forward_error(resid[m], pairs[m], np.asarray(sizes, dtype=np.float64)[m])
+            else:
+                score = _spread(resid[m], pairs[m])
+            scores.setdefault(k, {})[name] = score
     missing = [k for k in np.unique(kernels) if k not in scores]
     if missing:
         raise HybridperfError(f"no analytical baseline is finite on every training row of kernel {missing[0]}")
     mapping = {k: min(s, key=s.get) for k, s in scores.items()}
     totals = {n: sum(s.get(n, np.inf) for s in scores.values()) for n in BASELINES}
     return mapping, min(totals, key=totals.get)
+
+
+def _forward_error(resid: np.ndarray, pairs: np.ndarray, sizes: np.ndarray) -> float:
+    """RMS log error on the largest third of sizes after a per-pair scale fitted on the rest."""
+    cut = np.quantile(np.unique(sizes), 2 / 3)
+    fit, test = sizes <= cut, sizes > cut
+    scale = pd.Series(resid[fit]).groupby(pairs[fit]).mean()
+    off = pd.Series(pairs[test]).map(scale).fillna(float(np.mean(resid[fit]))).to_numpy()
+    return float(np.sqrt(np.mean((resid[test] - off) ** 2)))
 
 
 def add_baseline(features: pd.DataFrame, kernels: np.ndarray, mapping: Mapping[str, str],
@@ -76,3 +92,17 @@ def add_group_ids(features: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     out[GROUP_COLUMNS[0]] = _ids(np.char.add(np.char.add(kern, "|"), rows["gpu"].astype(str).to_numpy()))
     out[GROUP_COLUMNS[1]] = _ids(kern)
     return out
+
+
+def size_groups(sizes: np.ndarray | None, n_groups: int = 5) -> np.ndarray | None:
+    """Problem-size bands (quantiles of log size) for out-of-fold fits that leave whole size bands
+    out, so the stacking weight and the conformal intervals see extrapolation across sizes, not
+    only interpolation between configurations. ``None`` when sizes do not vary."""
+    if sizes is None:
+        return None
+    logs = np.log(np.asarray(sizes, dtype=np.float64))
+    uniq = np.unique(logs[np.isfinite(logs)])
+    if len(uniq) < 3:
+        return None
+    edges = np.unique(np.quantile(uniq, np.linspace(0, 1, min(n_groups, len(uniq)) + 1)[1:-1]))
+    return np.digitize(logs, edges)

@@ -11,9 +11,9 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from hybridperf.errors import HybridperfError
-from hybridperf.features import BASELINES, sweep_features
+from hybridperf.features import BASELINES, size_metric, sweep_features
 from hybridperf.hybrid import HybridRegressor, default_booster
-from hybridperf.baseline import BASELINE_COLUMN, GROUP_COLUMNS, add_baseline, add_group_ids, choose_baselines
+from hybridperf.baseline import BASELINE_COLUMN, GROUP_COLUMNS, add_baseline, add_group_ids, choose_baselines, size_groups
 from hybridperf.model import training_rows
 
 __all__ = ["SPLITS", "Evaluation", "ape_metrics", "evaluate", "size_metric", "split_indices", "topk_scores"]
@@ -44,14 +44,6 @@ def topk_scores(groups: np.ndarray, pred: np.ndarray, meas: np.ndarray, ks: Sequ
         for k in ks:
             out[f"top{k}"].append(best / order["m"].iloc[:k].min())
     return {k: float(np.mean(v)) if v else float("nan") for k, v in out.items()}
-
-
-def size_metric(sweep: pd.DataFrame) -> np.ndarray:
-    """Per-row problem size for S2: the largest size.* parameter (max(M, N, K) for GEMM, N otherwise)."""
-    cols = [c for c in sweep.columns if c.startswith("size.")]
-    if not cols:
-        raise HybridperfError("sweep has no size.* columns; S2 (size extrapolation) needs size parameters")
-    return sweep[cols].apply(pd.to_numeric, errors="coerce").max(axis=1).to_numpy(dtype=np.float64)
 
 
 def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2, train_max_size: float | None = None,
@@ -157,7 +149,9 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
             X = feats
             if method == "hybrid":
                 kern = rows["kernel"].astype(str).to_numpy()
-                mapping, fallback = choose_baselines(feats.iloc[tr], y[tr], kern[tr], rows["gpu"].to_numpy()[tr])
+                sizes = size_metric(rows) if size_cols else None
+                mapping, fallback = choose_baselines(feats.iloc[tr], y[tr], kern[tr], rows["gpu"].to_numpy()[tr],
+                                                     None if sizes is None else sizes[tr])
                 X = add_group_ids(add_baseline(feats, kern, mapping, fallback), rows)
                 base = ",".join(sorted(set(mapping.values()))) if len(mapping) <= 8 else f"per kernel, else {fallback}"
                 est = HybridRegressor(regressor=reg, baseline_column=BASELINE_COLUMN, coverage=0.9, random_state=seed,
@@ -170,7 +164,8 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
             else:
                 raise HybridperfError(f"unknown method {method!r}")
             X = X[cols].astype(np.float64)
-            est.fit(X.iloc[tr], y[tr])
+            bands = size_groups(size_metric(rows)[tr]) if size_cols else None
+            est.fit(X.iloc[tr], y[tr], groups=bands)
             pred = est.predict(X.iloc[te])
             lo90, hi90 = est.predict_interval(X.iloc[te], 0.9)
             lo80, hi80 = est.predict_interval(X.iloc[te], 0.8)

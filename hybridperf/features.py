@@ -11,7 +11,7 @@ from hybridperf.errors import HybridperfError
 from hybridperf.hardware import load_gpu
 from hybridperf.kernel import load_kernel
 
-__all__ = ["BASELINES", "FEATURE_VERSION", "baseline_column", "param_columns", "sweep_features"]
+__all__ = ["BASELINES", "FEATURE_VERSION", "baseline_column", "param_columns", "size_metric", "sweep_features"]
 
 FEATURE_VERSION = 1
 # Analytical baselines a hybrid model can multiply its learned residual onto (log ms columns).
@@ -36,6 +36,14 @@ def baseline_column(name: str) -> str:
 def param_columns(df: pd.DataFrame) -> list[str]:
     """The sweep's size.* and config.* columns, in table order."""
     return [c for c in df.columns if c.startswith(("size.", "config."))]
+
+
+def size_metric(sweep: pd.DataFrame) -> np.ndarray:
+    """Per-row problem size: the largest size.* parameter (max(M, N, K) for GEMM, N otherwise)."""
+    cols = [c for c in sweep.columns if c.startswith("size.")]
+    if not cols:
+        raise HybridperfError("sweep has no size.* columns; size extrapolation needs size parameters")
+    return sweep[cols].apply(pd.to_numeric, errors="coerce").max(axis=1).to_numpy(dtype=np.float64)
 
 
 def _log(x: np.ndarray) -> np.ndarray:

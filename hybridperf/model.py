@@ -12,8 +12,8 @@ import pandas as pd
 
 from hybridperf.analytical.mwp_cwp import REGIMES
 from hybridperf.errors import HybridperfError
-from hybridperf.baseline import BASELINE_COLUMN, GROUP_COLUMNS, add_baseline, add_group_ids, choose_baselines
-from hybridperf.features import BASELINES, FEATURE_VERSION, baseline_column, sweep_features
+from hybridperf.baseline import BASELINE_COLUMN, GROUP_COLUMNS, add_baseline, add_group_ids, choose_baselines, size_groups
+from hybridperf.features import BASELINES, FEATURE_VERSION, baseline_column, size_metric, sweep_features
 from hybridperf.hardware import load_gpu
 from hybridperf.hybrid import HybridRegressor, default_booster
 from hybridperf.kernel import load_kernel
@@ -66,7 +66,8 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
         :func:`hybridperf.baseline.choose_baselines`) or ``"none"`` (boosting only).
     mode : ``hybrid``, ``analytical``, ``calibrated`` or ``boosting`` (see HybridRegressor).
     booster_params : XGBRegressor parameters overriding :func:`hybridperf.hybrid.default_booster`.
-    groups : optional group label per ok row for the conformal out-of-fold split and tuning folds.
+    groups : optional group label per ok row for the out-of-fold fits (stacking weight, conformal
+        intervals) and tuning folds; default: problem-size bands (:func:`size_groups`).
     tune_trials : optuna trials to tune the booster first (0: defaults); ``study_path`` resumes a
         study from that SQLite file.
     provenance : extra metadata to store (data hashes, command, ...).
@@ -84,7 +85,9 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     if mode == "boosting" or baseline == "none":
         mapping, base_name = {}, None
     elif baseline == "auto":
-        mapping, base_name = choose_baselines(feats, y, kernels, rows["gpu"].to_numpy())
+        has_sizes = any(c.startswith("size.") for c in rows.columns)
+        mapping, base_name = choose_baselines(feats, y, kernels, rows["gpu"].to_numpy(),
+                                              size_metric(rows) if has_sizes else None)
     else:
         baseline_column(baseline)
         mapping, base_name = {k: baseline for k in np.unique(kernels)}, baseline
@@ -93,6 +96,8 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     feats = add_group_ids(feats, rows)
     columns = tuple(c for c in feats.columns if c != "feasible")
     X = _feature_matrix(feats, columns)
+    if groups is None and any(c.startswith("size.") for c in rows.columns):
+        groups = size_groups(size_metric(rows))
     params = dict(booster_params or {})
     tuning: dict[str, Any] = {}
     if tune_trials and mode in ("hybrid", "boosting"):

@@ -307,11 +307,43 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpa(args: argparse.Namespace, adv: Any) -> Any:
+    """GPA on a stall-sample table; launch geometry from the first analysed row unless given."""
+    from hybridperf.gpa import GPAArch, advise_from_samples
+
+    gpu = adv.gpu
+    row = adv.table.iloc[0]
+    prof = adv.kernel.profile({p: row[p] for p in adv.kernel.parameters})
+    from hybridperf.analytical.launch import launch_state
+
+    st = launch_state(prof, gpu)
+    arch = GPAArch(name=gpu.name, sm_count=gpu.sm_count, max_warps_per_sm=gpu.limits.max_warps_per_sm,
+                   schedulers_per_sm=4 if float(gpu.compute_capability) >= 5.0 else max(1, gpu.limits.max_warps_per_sm // 16))
+    return advise_from_samples(
+        args.samples, threads_per_block=int(args.threads_per_block or prof.threads_per_block[0]),
+        blocks=int(args.blocks or prof.blocks[0]),
+        active_warps_per_sm=float(args.active_warps or st.n_warps[0]), arch=arch, kernel=args.sample_kernel)
+
+
 def cmd_advise(args: argparse.Namespace) -> int:
     from hybridperf.advisor import advise, benefit_chart, format_advice
     from hybridperf.analyze import parameter_grid
 
     adv = advise(args.kernel, args.gpu, parameter_grid(_parse_sets(args.set)))
+    if args.samples:
+        from hybridperf.gpa import format_report, report_to_dict
+
+        report = _gpa(args, adv)
+        if args.json:
+            _dump({"gpuperf": [{k: _clean(v.item() if hasattr(v, "item") else v) for k, v in r.items()}
+                               for r in adv.table.to_dict("records")], "gpa": report_to_dict(report)})
+        else:
+            print(format_advice(adv))
+            print("\n== GPA: stall samples -> estimated speedups of code changes (Zhou et al., CGO 2021)")
+            print(format_report(report, top=args.top))
+        if args.chart:
+            benefit_chart(adv, args.chart, row=args.row)
+        return 0
     if args.json:
         _dump([{k: _clean(v.item() if hasattr(v, "item") else v) for k, v in r.items()}
                for r in adv.table.to_dict("records")])
@@ -465,6 +497,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES")
     s.add_argument("--chart", help="write the benefit X-Y chart (seed 000 Fig. 4) as PNG")
     s.add_argument("--row", type=int, default=0, help="which row the chart shows")
+    s.add_argument("--samples", help="per-instruction stall samples: plain CSV or an ncu source-page SASS export")
+    s.add_argument("--sample-kernel", help="which kernel of a multi-kernel ncu export")
+    s.add_argument("--threads-per-block", type=int, help="GPA: override the descriptor's threads per block")
+    s.add_argument("--blocks", type=int, help="GPA: override the descriptor's blocks")
+    s.add_argument("--active-warps", type=float, help="GPA: override active warps per SM (occupancy)")
+    s.add_argument("--top", type=int, default=5, help="GPA: suggestions to show")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_advise)
     s = sub.add_parser("import", help="convert recorded runs (Kernel Tuner, KTT, UCI SGEMM, NeuSight, AIWC, CSV) to a sweep")

@@ -77,3 +77,14 @@ def test_errors_exit_2(argv, message, capsys, tmp_path, monkeypatch) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_advise_with_gpa_samples(capsys) -> None:
+    samples = Path(__file__).resolve().parents[1] / "fixtures" / "gpa" / "loop" / "samples.csv"
+    assert main(["advise", "--gpu", "v100", "--kernel", "matvec", "--set", "N=4096", "--samples", str(samples)]) == 0
+    out = capsys.readouterr().out
+    assert "GPA" in out and "Loop Unrolling" in out and "estimated speedup" in out
+    assert main(["advise", "--gpu", "v100", "--kernel", "matvec", "--set", "N=4096", "--samples", str(samples),
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["gpa"] and doc["gpuperf"]

@@ -126,12 +126,15 @@ def sweep_features(df: pd.DataFrame, *, extra_params: Sequence[str] | None = Non
     missing = [c for c in ("kernel", "gpu") if c not in df.columns]
     if missing:
         raise HybridperfError(f"sweep has no {missing[0]!r} column; features need kernel and gpu per row")
+    index = df.index
+    df = df.reset_index(drop=True)  # positional alignment: the caller's index may repeat labels
     parts = [_group_features(str(k), str(g), rows) for (k, g), rows in df.groupby(["kernel", "gpu"], sort=False)]
-    feats = pd.concat(parts).loc[df.index] if parts else pd.DataFrame(index=df.index)
+    feats = pd.concat(parts).sort_index() if parts else pd.DataFrame(index=df.index)
     cols = list(param_columns(df)) + list(extra_params or [])
     for col in cols:
         v = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
         feats[col] = v
         if col.startswith("size."):
             feats[f"log2_{col}"] = np.log2(np.where(v > 0, v, np.nan))
+    feats.index = index
     return feats

@@ -110,3 +110,12 @@ def test_predictions_are_positive_and_flag_unseen_sizes(model_file: Path) -> Non
     assert list(out.out_of_domain) == [False, True]
     assert "65536" in out.ood_reason.iloc[1]
     assert np.isfinite(out.time_ms).all()
+
+
+def test_prediction_rows_with_repeated_index_labels(model_file: Path) -> None:
+    model = load_model(model_file)
+    rows = pd.DataFrame({"kernel": "seed004-matvec", "gpu": "titan-v", "size.N": [2048.0, 4096.0, 2048.0]},
+                        index=[7, 7, 3])
+    out = predict_rows(model, rows)
+    assert list(out.index) == [7, 7, 3]
+    assert out.time_ms.iloc[0] == out.time_ms.iloc[2] != out.time_ms.iloc[1]

@@ -415,6 +415,105 @@ def cmd_record(args: argparse.Namespace) -> int:
     print(summary.describe())
     return 1 if summary.stopped else 0
 
+
+def _one_size(args: argparse.Namespace) -> dict[str, float]:
+    from hybridperf.errors import HybridperfError
+
+    sizes = {}
+    for name, values in _parse_sets(args.set).items():
+        if len(values) != 1:
+            raise HybridperfError(f"--set {name}: ranking takes one problem size at a time, got {len(values)} values")
+        sizes[name] = values[0]
+    return sizes
+
+
+def _rank(args: argparse.Namespace) -> Any:
+    from hybridperf.persist import load_model
+    from hybridperf.rank import rank_configs
+
+    model = load_model(args.model) if args.model else None
+    space = {k: tuple(v) for k, v in _parse_sets(args.space or []).items()}
+    client = None
+    if getattr(args, "dask", None):
+        from distributed import Client
+
+        client = Client(args.dask)
+    return rank_configs(model, args.kernel, args.gpu, _one_size(args), space_overrides=space or None,
+                        top=args.top, screen_bandwidth=args.screen_bandwidth, pareto=not args.no_pareto,
+                        chunk_rows=args.chunk_rows, progress=_progress(args), client=client)
+
+
+def cmd_rank(args: argparse.Namespace) -> int:
+    from hybridperf.tables import format_table
+
+    res = _rank(args)
+    table = res.table
+    if args.json:
+        _dump({"counts": res.counts().to_dict("records"), "notes": list(res.notes),
+               "table": [{k: _clean(v.item() if hasattr(v, "item") else v) for k, v in r.items()}
+                         for r in table.to_dict("records")]})
+        return 0
+    if args.csv:
+        res.candidates.to_csv(sys.stdout, index=False)
+        return 0
+    print(format_table(res.counts()))
+    for note in res.notes:
+        print(f"note: {note}")
+    show = table.rename(columns=lambda c: c.removeprefix("config."))
+    cols = [c for c in show.columns if c not in ("index", "efficiency", "utilization", "ood_reason")]
+    print()
+    print(format_table(show[cols]))
+    print("\ntie_with_best: the interval overlaps the best candidate's; measure these rather than trust their order")
+    return 0
+
+
+def cmd_suggest(args: argparse.Namespace) -> int:
+    from hybridperf.persist import load_model
+    from hybridperf.sweep import read_sweep
+    from hybridperf.tables import format_table
+    from hybridperf.tuneloop import suggest_next
+
+    res = _rank(args)
+    measured = read_sweep(args.measured) if args.measured else None
+    model = load_model(args.model)
+    sug = suggest_next(model, res.rows(), measured, batch=args.batch, explore=args.explore, seed=args.seed,
+                       stop_gain=args.stop_gain)
+    if args.json:
+        _dump({"stop": sug.stop.stop, "reason": sug.stop.reason, "expected_gain": sug.stop.expected_gain,
+               "best_measured_ms": _clean(sug.best_measured_ms),
+               "batch": [{k: _clean(v.item() if hasattr(v, "item") else v) for k, v in r.items()}
+                         for r in sug.table.to_dict("records")]})
+        return 0
+    print(f"{sug.n_candidates} candidates, {sug.n_measured} measured; best measured "
+          f"{sug.best_measured_ms:.4g} ms" if sug.n_measured else f"{sug.n_candidates} candidates, none measured yet")
+    print(f"stop: {'yes' if sug.stop.stop else 'no'} ({sug.stop.reason})")
+    show = sug.table.rename(columns=lambda c: c.removeprefix("config."))
+    print(format_table(show[[c for c in show.columns if not c.startswith(("size.", "kernel", "gpu"))]]))
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    import pandas as pd
+    from hybridperf.tables import format_table
+    from hybridperf.tuneloop import replay
+
+    data, _ = _load_data(args.data)
+    rows = []
+    for strategy in ("model", "random"):
+        for seed in range(args.seeds):
+            tr = replay(data, args.kernel, args.gpu, _one_size(args) or None, initial=args.initial, batch=args.batch,
+                        budget=args.budget, seed=seed, strategy=strategy)
+            last = tr.steps.iloc[-1]
+            rows.append({"strategy": strategy, "seed": seed, "measured": int(last["n_measured"]),
+                         "best_fraction_of_optimum": float(last["fraction_of_optimum"]),
+                         "measurements_to_99pct": tr.measurements_to(0.99), "stopped_at": tr.stopped_at})
+    df = pd.DataFrame(rows)
+    print(format_table(df))
+    med = df.groupby("strategy")["best_fraction_of_optimum"].median()
+    print(f"\nmedian fraction of the optimum reached: model {med.get('model', float('nan')):.3f}, "
+          f"random {med.get('random', float('nan')):.3f} (same budget)")
+    return 0
+
 # -- parser --------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -538,6 +637,46 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retry-failed", action="store_true", help="run rows recorded as failed again")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_record)
+    def rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
+        s.add_argument("-m", "--model", required=model_required, help="model file (without one: Ryoo efficiency order)")
+        s.add_argument("--kernel", required=True)
+        s.add_argument("--gpu", required=True)
+        s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size (repeatable)")
+        s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
+        s.add_argument("--top", type=int, default=10)
+        s.add_argument("--screen-bandwidth", action="store_true", help="drop roofline memory-bound configs first")
+        s.add_argument("--no-pareto", action="store_true", help="rank every feasible config, not only the Pareto set")
+        s.add_argument("--chunk-rows", type=int, default=200_000, help="configs per streamed chunk (bounds memory)")
+        s.add_argument("--dask", metavar="ADDRESS", help="run the chunks on this Dask scheduler")
+        s.add_argument("--quiet", action="store_true")
+
+    s = sub.add_parser("rank", help="rank a kernel's configuration space: constraints, occupancy, Pareto, model")
+    rank_args(s, model_required=False)
+    fmt = s.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    s.set_defaults(func=cmd_rank)
+
+    s = sub.add_parser("suggest", help="the next batch of configurations to measure (and whether to stop)")
+    rank_args(s, model_required=True)
+    s.add_argument("--measured", help="sweep of the runs measured so far")
+    s.add_argument("--batch", type=int, default=8)
+    s.add_argument("--explore", type=float, default=0.25, help="share of the batch chosen for information")
+    s.add_argument("--stop-gain", type=float, default=0.005, help="stop when the expected relative gain is below")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_suggest)
+
+    s = sub.add_parser("replay", help="run the measure-next loop on a recorded exhaustive sweep vs random sampling")
+    s.add_argument("data", nargs="+", help="sweep files or dataset names")
+    s.add_argument("--kernel", required=True)
+    s.add_argument("--gpu", required=True)
+    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    s.add_argument("--initial", type=int, default=16)
+    s.add_argument("--batch", type=int, default=8)
+    s.add_argument("--budget", type=int, default=160)
+    s.add_argument("--seeds", type=int, default=3)
+    s.set_defaults(func=cmd_replay)
     return p
 
 

@@ -26,7 +26,7 @@ def _as_loss(objectives: npt.ArrayLike, maximize: bool | Sequence[bool]) -> npt.
     if a.ndim != 2:
         raise ParetoError(f"objectives must be a 2-D array (rows x objectives), got {a.ndim} dimensions; "
                           "reshape it to (n_points, n_objectives)")
-    n, d = a.shape
+    d = a.shape[1]
     if np.isnan(a).any():
         bad = np.flatnonzero(np.isnan(a).any(axis=1))
         raise ParetoError(f"objectives hold NaN in {len(bad)} rows (e.g. row {bad[0]}); drop or fill those "

@@ -194,6 +194,8 @@ def scan_chunk(space: RankSpace, start: int, stop: int) -> ChunkResult:
     surv = cfg.loc[ok].copy()
     surv.insert(0, "index", np.arange(start, stop, dtype=np.int64)[ok])
     surv["efficiency"], surv["utilization"] = eff[ok], util[ok]
+    spill = getattr(res, "register_spill", None)  # registers clamped at the GPU limit: the compiler spills
+    surv["register_spill"] = np.zeros(int(ok.sum()), dtype=bool) if spill is None else np.asarray(spill)[ok]
     n_screened = 0
     unscreened = None
     if space.screen_bandwidth:
@@ -279,7 +281,7 @@ def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:
     order.insert(0, "rank", np.arange(1, len(order) + 1))
     cols = ["rank", "index", *space.kernel.config_names, "time_ms", "lo_ms", "hi_ms", "tie_with_best", "regime",
             "limiter", "out_of_domain", "ood_reason", "efficiency", "utilization"]
-    cols += ["memory_bound"] if "memory_bound" in order.columns else []
+    cols += [c for c in ("register_spill", "memory_bound") if c in order.columns]
     return order[cols].rename(columns={n: f"config.{n}" for n in space.kernel.config_names}).reset_index(drop=True)
 
 
@@ -322,7 +324,8 @@ def _sizes(kernel: KernelDescriptor, sizes: Mapping[str, Any]) -> dict[str, floa
         if arr.size != 1:
             raise HybridperfError(f"{kernel.name}: rank one problem size at a time; {name} has {arr.size} values")
         out[name] = float(arr[0])
-    resolved = kernel.resolve(out)  # fills defaults, checks bounds
+    # Fill size defaults and check bounds; config values are pinned so an overridden default can't fail.
+    resolved = kernel.resolve({**out, **{p.name: p.values[0] for p in kernel.config if p.values}})
     return {n: float(np.asarray(resolved[n])) for n in kernel.size_names}
 
 
@@ -372,7 +375,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     -------
     RankResult
         The ranked table (rank, index, config.*, time_ms, lo_ms, hi_ms, tie_with_best, regime,
-        limiter, out_of_domain, ood_reason, efficiency, utilization[, memory_bound]) and the
+        limiter, out_of_domain, ood_reason, efficiency, utilization, register_spill[, memory_bound]) and the
         counts of every stage.
     """
     desc = load_kernel(kernel)

@@ -88,3 +88,20 @@ def test_advise_with_gpa_samples(capsys) -> None:
                  "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["gpa"] and doc["gpuperf"]
+
+
+def test_rank_and_suggest(model_path: str, tmp_path: Path, capsys) -> None:
+    assert main(["rank", "--kernel", "tiled-matmul", "--gpu", "gtx280", "--set", "N=2048"]) == 0
+    out = capsys.readouterr().out
+    assert "Pareto survivors" in out and "infeasible" in out  # TILE=32 exceeds 512 threads per block on cc 1.3
+    assert main(["rank", "-m", model_path, "--kernel", "matvec", "--gpu", "titan-v", "--set", "N=4096",
+                 "--no-pareto", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["table"]) == 6 and doc["table"][0]["time_ms"] <= doc["table"][-1]["time_ms"]
+    measured = tmp_path / "measured.csv"
+    measured.write_text("kernel,gpu,size.N,config.BLOCK,time_ms,status,reason\nseed004-matvec,titan-v,4096,256,21.0,ok,\n")
+    assert main(["suggest", "-m", model_path, "--kernel", "matvec", "--gpu", "titan-v", "--set", "N=4096",
+                 "--no-pareto", "--measured", str(measured), "--batch", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["batch"]) == 2 and all(r["config.BLOCK"] != 256 for r in doc["batch"])
+    assert main(["rank", "--kernel", "matvec", "--gpu", "titan-v", "--set", "N=1,2"]) == 2

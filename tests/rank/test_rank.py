@@ -1,0 +1,139 @@
+"""rank_configs: enumeration, infeasible counts, screening, Pareto survivors, ties, chunks and Dask."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hybridperf.analyze import analyze
+from hybridperf.errors import DescriptorError, HybridperfError
+from hybridperf.pareto import pareto_mask
+from hybridperf.rank import chunk_ranges, rank_configs, space_rows
+
+from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
+
+
+def _all(kernel, overrides, models=("occupancy", "ryoo", "roofline")):
+    k = kernel.with_space({n: tuple(map(float, v)) for n, v in overrides.items()})
+    cfg = space_rows(k, 0, k.space_size())
+    return cfg, analyze(k, GPU, cfg.assign(**SIZES), models=list(models))
+
+
+def test_space_rows_follow_config_space_order(kernel) -> None:
+    k = kernel.with_space({n: tuple(map(float, v)) for n, v in SMALL.items()})
+    want = pd.concat(list(k.config_space(1000)), ignore_index=True)
+    got = pd.concat([space_rows(k, a, b) for a, b in chunk_ranges(k.space_size(), 777)], ignore_index=True)
+    pd.testing.assert_frame_equal(got, want)
+    assert chunk_ranges(10, 4) == [(0, 4), (4, 8), (8, 10)]
+
+
+def test_counts_and_front_match_a_brute_force_pass(kernel) -> None:
+    res = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=500)
+    cfg, a = _all(kernel, SMALL)
+    assert res.space_size == len(cfg) == 4608
+    want = pd.Series(a.reason[~a.feasible]).value_counts().to_dict()
+    assert res.infeasible == want
+    assert any(r.startswith("constraint 'N % V == 0'") for r in res.infeasible)
+    assert any("exceed" in r for r in res.infeasible)  # an occupancy limit
+    assert res.n_feasible == int(a.feasible.sum())
+    ry = a.terms["ryoo"]
+    obj = np.c_[ry["efficiency"].to_numpy()[a.feasible], ry["utilization"].to_numpy()[a.feasible]]
+    front = np.flatnonzero(a.feasible)[pareto_mask(obj, maximize=True)]
+    assert sorted(res.candidates["index"]) == sorted(front.tolist())
+    assert res.n_pareto == len(front)
+    # No model: ranked by efficiency, no times, no ties claimed.
+    assert res.candidates["efficiency"].is_monotonic_decreasing
+    assert res.candidates["time_ms"].isna().all() and not res.candidates["tie_with_best"].any()
+    counts = res.counts()
+    assert counts.loc[counts["stage"] == "space", "configs"].item() == 4608
+
+
+def test_result_does_not_depend_on_chunking(kernel) -> None:
+    a = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=97, screen_bandwidth=True)
+    b = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=100_000, screen_bandwidth=True)
+    pd.testing.assert_frame_equal(a.candidates, b.candidates)
+    assert (a.infeasible, a.n_screened, a.n_pareto) == (b.infeasible, b.n_screened, b.n_pareto)
+
+
+def test_bandwidth_screening_removes_memory_bound_configs(kernel) -> None:
+    res = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, screen_bandwidth=True)
+    _, a = _all(kernel, SMALL)
+    mem = a.terms["roofline"]["memory_bound"].to_numpy(dtype=bool) & a.feasible
+    assert res.n_screened == int(mem.sum()) > 0
+    assert not res.candidates["memory_bound"].any() and not res.screened_fallback
+
+
+def test_screening_falls_back_when_everything_is_memory_bound() -> None:
+    tiny = {"BX": [1], "BY": [1, 2], "TX": [1], "TY": [1], "U": [1, 2], "V": [1], "PAD": [0]}
+    res = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=tiny, screen_bandwidth=True)
+    assert res.screened_fallback and res.n_screened == 0 and len(res.candidates) >= 1
+    assert "memory-bound" in res.notes[0]
+
+
+def test_model_ranking_intervals_and_ties(model) -> None:
+    res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, top=5)
+    c = res.candidates
+    assert len(res.table) == 5 and res.table["rank"].tolist() == [1, 2, 3, 4, 5]
+    assert c["time_ms"].is_monotonic_increasing
+    assert ((c["lo_ms"] <= c["time_ms"]) & (c["time_ms"] <= c["hi_ms"])).all()
+    best = c.iloc[0]
+    overlap = (c["lo_ms"] <= best["hi_ms"]) & (c["hi_ms"] >= best["lo_ms"])
+    assert c["tie_with_best"].tolist() == overlap.tolist() and bool(c["tie_with_best"].iloc[0])
+    for col in ("regime", "limiter", "out_of_domain", "ood_reason", "config.BX", "efficiency", "utilization",
+                "register_spill"):
+        assert col in res.table.columns
+    assert set(res.table["limiter"]) <= {"warps", "registers", "shared memory", "blocks"}
+
+
+def test_without_pareto_the_fastest_predicted_are_kept(model, small_sweep) -> None:
+    from hybridperf.model import predict_rows
+
+    res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, pareto=False, top=4, chunk_rows=1000)
+    assert res.n_pareto is None
+    ok = small_sweep[small_sweep["status"] == "ok"]
+    want = predict_rows(model, ok)["time_ms"].nsmallest(4).to_numpy()
+    np.testing.assert_allclose(res.table["time_ms"].to_numpy(), want, rtol=1e-6)
+
+
+def test_rows_feed_predict_rows(model) -> None:
+    from hybridperf.model import predict_rows
+
+    res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL)
+    pred = predict_rows(model, res.rows())
+    np.testing.assert_allclose(pred["time_ms"].to_numpy(), res.candidates["time_ms"].to_numpy(), rtol=1e-9)
+
+
+def test_dask_cluster_gives_the_same_result() -> None:
+    distributed = pytest.importorskip("distributed")
+    serial = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=600, screen_bandwidth=True)
+    with distributed.LocalCluster(n_workers=2, processes=False, threads_per_worker=1,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        par = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=600,
+                           screen_bandwidth=True, client=client)
+    pd.testing.assert_frame_equal(serial.candidates, par.candidates)
+    assert (serial.infeasible, serial.n_screened) == (par.infeasible, par.n_screened)
+
+
+def test_a_1e5_space_streams(capsys) -> None:
+    space = {"TX": [1, 2, 4, 8, 10], "TY": [1, 2, 4, 8, 10], "U": [1, 2, 4, 8, 10], "V": [1, 2], "PAD": [0, 1, 2, 3]}
+    res = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=space, chunk_rows=25_000, progress=True)
+    assert res.space_size == 100_000  # BX and BY keep their 10 values each
+    assert res.space_size == res.n_feasible + res.n_infeasible
+    assert "rank synthetic-10m" in capsys.readouterr().err
+
+
+def test_errors_are_one_line_and_say_how_to_fix(model) -> None:
+    with pytest.raises(DescriptorError, match="is a config parameter"):
+        rank_configs(None, DESCRIPTOR, GPU, {"BX": 4})
+    with pytest.raises(DescriptorError, match="unknown"):
+        rank_configs(None, DESCRIPTOR, GPU, {"Q": 4})
+    with pytest.raises(HybridperfError, match="one problem size at a time"):
+        rank_configs(None, DESCRIPTOR, GPU, {"N": [1024, 2048]})
+    with pytest.raises(DescriptorError, match="not among the descriptor's values"):
+        rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides={"BX": [3]})
+    with pytest.raises(DescriptorError, match="unknown config parameter"):
+        rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides={"ZZ": [3]})
+    with pytest.raises(HybridperfError, match="needs a model"):
+        rank_configs(None, DESCRIPTOR, GPU, SIZES, pareto=False)
+    with pytest.raises(HybridperfError, match="chunk_rows"):
+        rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=0)

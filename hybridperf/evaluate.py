@@ -72,7 +72,7 @@ def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2
         col = "kernel" if split == "S3" else "gpu"
         if holdout is None or holdout not in set(sweep[col]):
             raise HybridperfError(f"{split} needs --holdout naming a {col} in the data; have: {', '.join(sorted(set(sweep[col])))}")
-        test = (sweep[col] == holdout).to_numpy()
+        test = (sweep[col] == holdout).to_numpy().copy()  # pandas may hand out a read-only view
         if split == "S4" and calibration_runs:
             cal = rng.choice(pos[test], size=min(calibration_runs, int(test.sum()) - 1), replace=False)
             test[cal] = False

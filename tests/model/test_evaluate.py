@@ -1,0 +1,53 @@
+"""Splits S1-S5 and the metrics shared by experiments and the CLI."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hybridperf.errors import HybridperfError
+from hybridperf.evaluate import ape_metrics, split_indices, topk_scores
+
+
+def _sweep(n: int = 200) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"kernel": rng.choice(["a", "b"], n), "gpu": rng.choice(["g1", "g2", "g3"], n),
+                         "size.N": rng.choice([1, 2, 4, 8, 16], n).astype(float), "time_ms": rng.random(n) + 0.1})
+
+
+def test_splits_partition_rows() -> None:
+    df = _sweep()
+    for split, opts in [("S1", {}), ("S2", {}), ("S3", {"holdout": "a"}), ("S4", {"holdout": "g2"}),
+                        ("S5", {"budget_fraction": 0.1})]:
+        tr, te = split_indices(df, split, **opts)
+        assert len(set(tr) & set(te)) == 0 and len(tr) + len(te) == len(df), split
+
+
+def test_s2_trains_on_small_sizes_only() -> None:
+    df = _sweep()
+    tr, te = split_indices(df, "S2")
+    assert df["size.N"].iloc[tr].max() <= 4 < df["size.N"].iloc[te].min()
+    tr, te = split_indices(df, "S2", train_max_size=2)
+    assert df["size.N"].iloc[tr].max() <= 2 < df["size.N"].iloc[te].min()
+
+
+def test_s4_moves_calibration_runs_of_the_new_gpu_into_training() -> None:
+    df = _sweep()
+    tr, te = split_indices(df, "S4", holdout="g3", calibration_runs=5)
+    assert (df.gpu.iloc[te] == "g3").all()
+    assert (df.gpu.iloc[tr] == "g3").sum() == 5
+
+
+def test_bad_split_options() -> None:
+    with pytest.raises(HybridperfError, match="needs --holdout"):
+        split_indices(_sweep(), "S3", holdout="zzz")
+    with pytest.raises(HybridperfError, match="unknown split"):
+        split_indices(_sweep(), "S9")
+
+
+def test_metrics_against_hand_computation() -> None:
+    m = ape_metrics(np.array([1.1, 1.8, 3.0]), np.array([1.0, 2.0, 3.0]))
+    assert m["mape"] == pytest.approx((10 + 10 + 0) / 3)
+    assert m["median_ape"] == pytest.approx(10)
+    s = topk_scores(np.array(["x"] * 3), pred=np.array([3.0, 1.0, 2.0]), meas=np.array([1.0, 2.0, 4.0]), ks=(1, 2))
+    assert s["top1"] == pytest.approx(0.5) and s["top2"] == pytest.approx(0.5)

@@ -17,14 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, error_vs_size_plot, header, md_table, scatter_plot  # noqa: E402
 
 from hybridperf.datasets import load_dataset  # noqa: E402
-from hybridperf.evaluate import evaluate, size_metric  # noqa: E402
+from hybridperf.evaluate import evaluate  # noqa: E402
 from hybridperf.hardware import gpu_names  # noqa: E402
 
 SPECS = set(gpu_names())

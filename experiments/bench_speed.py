@@ -13,11 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, ROOT, header, md_table  # noqa: E402
+from _common import RESULTS, header, md_table  # noqa: E402
 
 from hybridperf.datasets import load_dataset  # noqa: E402
 from hybridperf.model import predict_rows, train_model  # noqa: E402

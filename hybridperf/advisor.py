@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hybridperf.analyze import analyze
 from hybridperf.analytical.mwp_cwp import REGIMES
+from hybridperf.analyze import analyze
 from hybridperf.hardware import GPUSpec
 from hybridperf.kernel import KernelDescriptor
 

@@ -1,9 +1,8 @@
 """Choosing the analytical baseline a hybrid model multiplies its residual onto, per kernel."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import zlib
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd

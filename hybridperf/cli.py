@@ -50,10 +50,12 @@ def _parse_sets(items: Sequence[str]) -> dict[str, list[float]]:
 # -- commands ------------------------------------------------------------------------------------
 
 def cmd_gpus(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import pandas as pd
+
     from hybridperf.hardware import list_gpus
     from hybridperf.tables import format_table
-    import pandas as pd
-    from pathlib import Path
 
     rows = [{"name": Path(g.path).stem, "gpu": g.name, "cc": g.compute_capability, "sms": g.sm_count,
              "clock_mhz": g.core_clock_mhz, "dram_gbs": g.dram_bandwidth_gbs,
@@ -66,9 +68,10 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 
 
 def cmd_kernels(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from hybridperf.kernel import list_kernels
     from hybridperf.tables import format_table
-    import pandas as pd
 
     rows = [{"name": k.name, "sizes": ",".join(k.size_names), "config": ",".join(k.config_names),
              "space": k.space_size(), "description": k.description[:60]} for k in list_kernels()]
@@ -149,8 +152,10 @@ def _sha256(path: str) -> str:
 
 def _load_data(sources: Sequence[str]) -> tuple[Any, dict[str, str]]:
     """Read sweeps given as file paths or shipped dataset names; returns (table, {source: sha256})."""
-    import pandas as pd
     from pathlib import Path
+
+    import pandas as pd
+
     from hybridperf.errors import HybridperfError
     from hybridperf.sweep import read_sweep
 
@@ -179,6 +184,7 @@ def _progress(args: argparse.Namespace) -> bool:
 
 def cmd_train(args: argparse.Namespace) -> int:
     import time
+
     from hybridperf.model import train_model
     from hybridperf.persist import save_model
 
@@ -203,6 +209,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _prediction_rows(args: argparse.Namespace, model: Any) -> Any:
     import pandas as pd
+
     from hybridperf.analyze import parameter_grid
     from hybridperf.errors import HybridperfError
     from hybridperf.hardware import load_gpu
@@ -386,6 +393,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_datasets(args: argparse.Namespace) -> int:
     import pandas as pd
+
     from hybridperf.datasets import describe_datasets
     from hybridperf.tables import format_table
 
@@ -494,6 +502,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     import pandas as pd
+
     from hybridperf.tables import format_table
     from hybridperf.tuneloop import replay
 

@@ -10,10 +10,17 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from hybridperf.baseline import (
+    BASELINE_COLUMN,
+    GROUP_COLUMNS,
+    add_baseline,
+    add_group_ids,
+    choose_baselines,
+    size_groups,
+)
 from hybridperf.errors import HybridperfError
 from hybridperf.features import BASELINES, size_metric, sweep_features
 from hybridperf.hybrid import HybridRegressor, default_booster
-from hybridperf.baseline import BASELINE_COLUMN, GROUP_COLUMNS, add_baseline, add_group_ids, choose_baselines, size_groups
 from hybridperf.model import training_rows
 
 __all__ = ["SPLITS", "Evaluation", "ape_metrics", "evaluate", "size_metric", "split_indices", "topk_scores"]

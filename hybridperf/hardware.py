@@ -4,13 +4,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from hybridperf.errors import SpecError, UnknownGPUError
+from hybridperf.tomlfile import read_toml
 
 __all__ = [
     "CCLimits",
@@ -136,22 +136,11 @@ class GPUSpec:
         return dataclasses.replace(self, **changes)
 
 
-def _read_toml(path: Path, error: type[Exception]) -> dict[str, Any]:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise error(f"{path}: cannot read file ({exc.strerror}); check the path") from None
-    try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise error(f"{path}: not valid TOML ({exc}); fix the syntax") from None
-
-
 @functools.cache
 def _cc_table() -> dict[str, CCLimits]:
     ref = resources.files("hybridperf") / "data" / "compute_capabilities.toml"
     path = Path(str(ref))
-    doc = _read_toml(path, SpecError)
+    _, doc = read_toml(path, SpecError, "compute-capability table")
     if doc.get("format_version") != FORMAT_VERSION:
         raise SpecError(f"{path}: format_version must be {FORMAT_VERSION}")
     out: dict[str, CCLimits] = {}
@@ -210,8 +199,7 @@ def _values(path: Path, doc: dict[str, Any], section: str, keys: tuple[str, ...]
 
 
 def _parse_gpu(path: Path) -> GPUSpec:
-    raw = path.read_bytes() if path.is_file() else b""
-    doc = _read_toml(path, SpecError)
+    raw, doc = read_toml(path, SpecError, "GPU spec")
     if doc.get("format_version") != FORMAT_VERSION:
         raise SpecError(
             f"{path}: format_version must be {FORMAT_VERSION}, got {doc.get('format_version')!r}; "

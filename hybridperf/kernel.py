@@ -7,7 +7,6 @@ import functools
 import hashlib
 import itertools
 import math
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -20,6 +19,7 @@ import pandas as pd
 
 from hybridperf.errors import DescriptorError, UnknownKernelError
 from hybridperf.formula import Formula, compile_formula
+from hybridperf.tomlfile import read_toml
 
 __all__ = [
     "KernelDescriptor",
@@ -314,13 +314,7 @@ def _params(path: Path, doc: dict[str, Any], section: str) -> tuple[Param, ...]:
 
 
 def _parse_kernel(path: Path) -> KernelDescriptor:
-    try:
-        raw = path.read_bytes()
-        doc = tomllib.loads(raw.decode("utf-8"))
-    except OSError as exc:
-        raise DescriptorError(f"{path}: cannot read descriptor ({exc.strerror}); check the path") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise DescriptorError(f"{path}: not valid TOML ({exc}); fix the syntax") from None
+    raw, doc = read_toml(path, DescriptorError, "descriptor")
     if doc.get("format_version") != FORMAT_VERSION:
         raise DescriptorError(f"{path}: format_version must be {FORMAT_VERSION}, got {doc.get('format_version')!r}")
     unknown = set(doc) - _TOP_KEYS

@@ -11,9 +11,21 @@ import numpy as np
 import pandas as pd
 
 from hybridperf.analytical.mwp_cwp import REGIMES
+from hybridperf.baseline import (
+    BASELINE_COLUMN,
+    GROUP_COLUMNS,
+    add_baseline,
+    add_group_ids,
+    choose_baselines,
+    size_groups,
+)
 from hybridperf.errors import HybridperfError
-from hybridperf.baseline import BASELINE_COLUMN, GROUP_COLUMNS, add_baseline, add_group_ids, choose_baselines, size_groups
-from hybridperf.features import BASELINES, FEATURE_VERSION, baseline_column, size_metric, sweep_features
+from hybridperf.features import (
+    FEATURE_VERSION,
+    baseline_column,
+    size_metric,
+    sweep_features,
+)
 from hybridperf.hardware import load_gpu
 from hybridperf.hybrid import HybridRegressor, default_booster
 from hybridperf.kernel import load_kernel

@@ -4,7 +4,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -16,6 +15,7 @@ import numpy as np
 from hybridperf.errors import FormulaError, RecordError
 from hybridperf.formula import Formula, compile_formula
 from hybridperf.kernel import LAUNCH_KEYS, PROFILE_FIELDS, KernelDescriptor, load_kernel
+from hybridperf.tomlfile import read_toml
 
 __all__ = [
     "DTYPES",
@@ -219,13 +219,7 @@ def _formulas(path: Path, doc: dict[str, Any], key: str, default: tuple[str, ...
 
 
 def _parse(path: Path, kernel: KernelDescriptor) -> BenchSetup:
-    try:
-        raw = path.read_bytes()
-        doc = tomllib.loads(raw.decode("utf-8"))
-    except OSError as exc:
-        raise RecordError(f"{path}: cannot read benchmark setup ({exc.strerror}); check the path") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{path}: not valid TOML ({exc}); fix the syntax") from None
+    raw, doc = read_toml(path, RecordError, "benchmark setup")
     if doc.get("format_version") != FORMAT_VERSION:
         raise RecordError(f"{path}: format_version must be {FORMAT_VERSION}, got {doc.get('format_version')!r}")
     unknown = set(doc) - _TOP

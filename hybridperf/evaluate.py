@@ -163,7 +163,8 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
                 base = ",".join(sorted(set(mapping.values()))) if len(mapping) <= 8 else f"per kernel, else {fallback}"
                 est = HybridRegressor(regressor=reg, baseline_column=BASELINE_COLUMN, coverage=0.9, random_state=seed,
                                       group_columns=list(GROUP_COLUMNS), shrink_residual=True,
-                                      calibration="affine")
+                                      calibration="affine",
+                                      extrapolation_columns=[c for c in [*all_cols] if c.startswith("log2_size.")])
                 cols = [*all_cols, BASELINE_COLUMN, *GROUP_COLUMNS]
             elif method in ("boosting", "boosting+features"):
                 est = HybridRegressor(regressor=reg, mode="boosting", coverage=0.9, random_state=seed)

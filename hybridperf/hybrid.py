@@ -87,6 +87,9 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         residuals (a stacking weight), one weight per group of the last group column (e.g. per
         kernel) and an overall one: residuals that are noise (tiny or noisy data) shrink to 0,
         leaving the calibrated baseline; residuals with structure keep a weight near 1.
+    extrapolation_columns : list of int or str, optional
+        Columns (e.g. log problem sizes) beyond whose training range a row counts as an
+        extrapolation: its interval uses the forward scores (see ``fit``'s ``groups``).
     domain_columns : list of int or str, optional
         Columns whose training range defines the domain (default: all).
     categorical_columns : list of int or str, optional
@@ -101,7 +104,10 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         except for affine-calibrated groups of the first column).
     residual_weight_ : float, overall weight of the learned residual (1 unless shrink_residual).
     residual_weights_ : {group id: weight} for the last group column.
-    oof_abs_log_errors_ : sorted out-of-fold |log(pred/measured)|, the conformal scores.
+    oof_abs_log_errors_ : sorted out-of-fold |log(pred/measured)| from random folds: the conformal
+        scores for rows inside the training range.
+    extrap_abs_log_errors_ : sorted forward scores (each size band predicted from the smaller
+        ones; only with ordered ``groups``): the conformal scores for extrapolated rows.
     feature_min_, feature_max_ : training range of each column (finite values).
     domain_mask_, categorical_mask_ : which columns the out-of-domain check uses.
     """
@@ -109,8 +115,10 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     def __init__(self, regressor: Any = None, baseline_column: int | str | None = None, mode: str = "hybrid",
                  coverage: float | None = 0.9, n_splits: int = 5, random_state: int | None = 0,
                  domain_columns: Any = None, categorical_columns: Any = None, group_columns: Any = None,
-                 shrink_residual: bool = False, calibration: str = "scale") -> None:
+                 shrink_residual: bool = False, calibration: str = "scale",
+                 extrapolation_columns: Any = None) -> None:
         self.regressor = regressor
+        self.extrapolation_columns = extrapolation_columns
         self.calibration = calibration
         self.shrink_residual = shrink_residual
         self.group_columns = group_columns
@@ -204,23 +212,52 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         self.residual_weight_ = 1.0
         self.residual_weights_: dict[float, float] = {}
         self.oof_abs_log_errors_ = None
-        if self.coverage is not None or (self.shrink_residual and self.regressor_ is not None):
-            oof_off, oof_reg = self._oof_parts(X, target, w, groups)
-            if oof_off is not None:
-                r = target - oof_off
-                if self.shrink_residual and self.regressor_ is not None:
-                    self.residual_weight_ = _stack_weight(r, oof_reg, 0.0)
-                    idx = self._group_indices()
-                    if idx:
-                        g = X[:, idx[-1]]
-                        for v in np.unique(g[np.isfinite(g)]):
-                            m = g == v
-                            if m.sum() >= 3:
-                                self.residual_weights_[float(v)] = _stack_weight(r[m], oof_reg[m], self.residual_weight_)
-                if self.coverage is not None:
-                    scores = np.abs(r - self._weights(X) * oof_reg)
-                    self.oof_abs_log_errors_ = np.sort(scores[np.isfinite(scores)])
+        self.extrap_abs_log_errors_ = None
+        self.extrapolation_mask_ = self._column_mask(self.extrapolation_columns, default=False)
+        want_stack = self.shrink_residual and self.regressor_ is not None
+        if self.coverage is None and not want_stack:
+            return self
+        # Stacking weight: from forward fits when groups order the rows (sizes), else from random folds.
+        fwd = self._forward_parts(X, target, w, groups) if groups is not None else (None, None)
+        rnd = self._oof_parts(X, target, w, None if fwd[0] is not None else groups)
+        stack_off, stack_reg = fwd if fwd[0] is not None else rnd
+        if stack_off is not None and want_stack:
+            ok = np.isfinite(stack_off)
+            r = target - stack_off
+            self.residual_weight_ = _stack_weight(r[ok], stack_reg[ok], 0.0)
+            idx = self._group_indices()
+            if idx:
+                g = X[:, idx[-1]]
+                for v in np.unique(g[np.isfinite(g) & ok]):
+                    m = (g == v) & ok
+                    if m.sum() >= 3:
+                        self.residual_weights_[float(v)] = _stack_weight(r[m], stack_reg[m], self.residual_weight_)
+        if self.coverage is not None:
+            weights = self._weights(X)
+            for attr, (off, reg) in (("oof_abs_log_errors_", rnd), ("extrap_abs_log_errors_", fwd)):
+                if off is not None:
+                    scores = np.abs(target - off - weights * reg)
+                    setattr(self, attr, np.sort(scores[np.isfinite(scores)]))
         return self
+
+    def _forward_parts(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None,
+                       groups: npt.ArrayLike) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Each ordered group (size band) predicted by a fit on the smaller ones: (offset, regressor)
+        parts, NaN for the first band; (None, None) with fewer than three bands."""
+        g = np.asarray(groups, dtype=np.float64)
+        bands = np.unique(g[np.isfinite(g)])
+        if len(bands) < 3 or self.mode == "analytical":
+            return None, None
+        off = np.full(len(target), np.nan)
+        reg_part = np.full(len(target), np.nan)
+        for b in bands[1:]:
+            tr, te = np.flatnonzero(g < b), np.flatnonzero(g == b)
+            if len(tr) < 2:
+                continue
+            levels, glob, reg = self._fit_core(X[tr], target[tr], None if w is None else w[tr])
+            off[te] = self._offsets(X[te], levels, glob)
+            reg_part[te] = reg.predict(X[te]) if reg is not None else 0.0
+        return off, reg_part
 
     def _weights(self, X: np.ndarray) -> np.ndarray:
         """Per-row residual weight: the row's group weight, else the overall one."""
@@ -344,15 +381,22 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         """Prediction and its conformal interval from one pass of the regressor: (pred, lo, hi)."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
-        q = self.interval_half_width(coverage)
+        q = np.full(X.shape[0], self.interval_half_width(coverage))
+        if self.extrap_abs_log_errors_ is not None and self.extrapolation_mask_.any():
+            cols = self.extrapolation_mask_
+            outside = ((X[:, cols] > self.feature_max_[cols]) | (X[:, cols] < self.feature_min_[cols])).any(axis=1)
+            q[outside] = self.interval_half_width(coverage, extrapolation=True)
         mid = self._log_predict(X)
         return np.exp(mid), np.exp(mid - q), np.exp(mid + q)
 
-    def interval_half_width(self, coverage: float | None = None) -> float:
-        """Log-space half width of the conformal interval at ``coverage`` (default: ``self.coverage``)."""
+    def interval_half_width(self, coverage: float | None = None, extrapolation: bool = False) -> float:
+        """Log-space half width of the conformal interval at ``coverage`` (default: ``self.coverage``),
+        from the forward scores when ``extrapolation`` (and they exist)."""
         check_is_fitted(self)
         cov = self.coverage if coverage is None else coverage
         scores = self.oof_abs_log_errors_
+        if extrapolation and self.extrap_abs_log_errors_ is not None:
+            scores = self.extrap_abs_log_errors_
         if cov is None or scores is None or len(scores) == 0:
             return float("inf")
         scores = scores[np.isfinite(scores)]

@@ -126,7 +126,8 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     est = HybridRegressor(regressor=reg, baseline_column=BASELINE_COLUMN if base_name else None,
                           mode=mode if base_name else "boosting", coverage=coverage, random_state=random_state,
                           domain_columns=[], categorical_columns=[], group_columns=list(GROUP_COLUMNS), shrink_residual=True,
-                                      calibration="affine")
+                                      calibration="affine",
+                                      extrapolation_columns=[c for c in columns if c.startswith("log2_size.")])
     est.fit(X, y, groups=groups)
     import sklearn
     import xgboost

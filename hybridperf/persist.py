@@ -48,6 +48,8 @@ def save_model(model: TrainedModel, path: str | Path) -> Path:
         "group_offsets": [[[k, v[0], v[1]] for k, v in sorted(level.items())] for level in est.group_offsets_],
         "calibration": est.calibration,
         "oof_abs_log_errors": None if est.oof_abs_log_errors_ is None else _floats(est.oof_abs_log_errors_),
+        "extrap_abs_log_errors": None if est.extrap_abs_log_errors_ is None else _floats(est.extrap_abs_log_errors_),
+        "extrapolation_mask": [bool(v) for v in est.extrapolation_mask_],
         "feature_min": _floats(est.feature_min_), "feature_max": _floats(est.feature_max_),
         "discrete_values": [None if v is None else _floats(v) for v in est.discrete_values_],
         "domain_mask": [bool(v) for v in est.domain_mask_],
@@ -143,13 +145,16 @@ def load_model(path: str | Path) -> TrainedModel:
         raise ModelFileError(f"{path}: group_offsets are malformed; retrain the model") from None
     oof = st.get("oof_abs_log_errors")
     est.oof_abs_log_errors_ = None if oof is None else arr(oof)
+    ext = st.get("extrap_abs_log_errors")
+    est.extrap_abs_log_errors_ = None if ext is None else arr(ext)
+    est.extrapolation_mask_ = np.array(_need(st, "extrapolation_mask", list, path), dtype=bool)
     est.feature_min_ = arr(_need(st, "feature_min", list, path))
     est.feature_max_ = arr(_need(st, "feature_max", list, path))
     est.discrete_values_ = [None if v is None else arr(v) for v in _need(st, "discrete_values", list, path)]
     est.domain_mask_ = np.array(_need(st, "domain_mask", list, path), dtype=bool)
     est.categorical_mask_ = np.array(_need(st, "categorical_mask", list, path), dtype=bool)
     if not (len(est.feature_min_) == len(est.feature_max_) == len(est.discrete_values_) == len(est.domain_mask_)
-            == len(est.categorical_mask_) == n):
+            == len(est.categorical_mask_) == len(est.extrapolation_mask_) == n):
         raise ModelFileError(f"{path}: per-feature arrays do not match the {n} features; the file is inconsistent")
     booster = body.get("booster")
     est.regressor_ = None

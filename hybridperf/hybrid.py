@@ -248,12 +248,15 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         bands = np.unique(g[np.isfinite(g)])
         if len(bands) < 3 or self.mode == "analytical":
             return None, None
+        splits = [(np.flatnonzero(g < b), np.flatnonzero(g == b)) for b in bands[1:]]
+        return self._held_out_parts([(tr, te) for tr, te in splits if len(tr) >= 2], X, target, w)
+
+    def _held_out_parts(self, splits: list[tuple[np.ndarray, np.ndarray]], X: np.ndarray, target: np.ndarray,
+                        w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(offset, regressor) parts of each split's test rows from a fit on its training rows; NaN elsewhere."""
         off = np.full(len(target), np.nan)
         reg_part = np.full(len(target), np.nan)
-        for b in bands[1:]:
-            tr, te = np.flatnonzero(g < b), np.flatnonzero(g == b)
-            if len(tr) < 2:
-                continue
+        for tr, te in splits:
             levels, glob, reg = self._fit_core(X[tr], target[tr], None if w is None else w[tr])
             off[te] = self._offsets(X[te], levels, glob)
             reg_part[te] = reg.predict(X[te]) if reg is not None else 0.0
@@ -347,13 +350,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
             if k < 2:
                 return None, zeros
             splits = list(KFold(n_splits=k, shuffle=True, random_state=self.random_state).split(X))
-        off = np.full(n, np.nan)
-        reg_part = np.full(n, np.nan)
-        for tr, te in splits:
-            levels, glob, reg = self._fit_core(X[tr], target[tr], None if w is None else w[tr])
-            off[te] = self._offsets(X[te], levels, glob)
-            reg_part[te] = reg.predict(X[te]) if reg is not None else 0.0
-        return off, reg_part
+        return self._held_out_parts(splits, X, target, w)
 
     # -- prediction ------------------------------------------------------------------------------
 

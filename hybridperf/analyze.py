@@ -55,7 +55,7 @@ class Analysis:
         if "gpuperf" in t:
             out["gpuperf_ms"] = t["gpuperf"]["time_ms"].to_numpy()
         if "scaled-counts" in t:
-            out["scaled_counts_ms"] = t["scaled-counts"]["time_ms"].to_numpy()
+            out["scaled_counts_ms"] = t["scaled-counts"]["time_ms"].to_numpy()  # weight 1 unless calibrated
         if "roofline" in t:
             out["roofline_ms"] = t["roofline"]["time_ms"].to_numpy()
             out["roofline_bound"] = np.where(t["roofline"]["memory_bound"].to_numpy(), "memory", "compute")

@@ -115,6 +115,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             print(f"\nregime: {summary['regime'].iloc[0]}")
         return 0
     print(format_table(summary))
+    if "scaled-counts" in res.terms:
+        print("\nscaled_counts_ms: seed 004's Eq. 4 with adjusting weight 1; it is meaningful only once calibrated "
+              "on a measured run (the hybrid model does that per kernel and GPU)")
     if not res.feasible.all():
         print(f"\n{int((~res.feasible).sum())} of {len(summary)} configurations are infeasible (see status)")
     return 0

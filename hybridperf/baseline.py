@@ -29,8 +29,8 @@ def choose_baselines(features: pd.DataFrame, time_ms: np.ndarray, kernels: np.nd
 
     With ``sizes`` (one problem size per row) and at least three distinct sizes in a kernel, the
     score is extrapolation-aware, as the product's main use is unseen larger sizes: the scale is
-    fitted on the smaller two thirds of that kernel's sizes and the RMS log error is measured on the
-    largest third. Otherwise the score is the spread of the log errors after the per-pair scale.
+    fitted on the smaller two thirds of that kernel's sizes and the median absolute log error is
+    measured on the largest third. Otherwise the score is the spread of the log errors after the per-pair scale.
     Returns the mapping and the overall best (the fallback for kernels never trained).
     """
     logy = np.log(np.asarray(time_ms, dtype=np.float64))
@@ -57,12 +57,14 @@ def choose_baselines(features: pd.DataFrame, time_ms: np.ndarray, kernels: np.nd
 
 
 def _forward_error(resid: np.ndarray, pairs: np.ndarray, sizes: np.ndarray) -> float:
-    """RMS log error on the largest third of sizes after a per-pair scale fitted on the rest."""
+    """Median absolute log error on the largest third of sizes after a per-pair scale (the mean
+    residual) fitted on the rest. A median, because one model's tail on a few shapes (e.g. GPUPerf's
+    serialization term) should not outvote its fit everywhere else."""
     cut = np.quantile(np.unique(sizes), 2 / 3)
     fit, test = sizes <= cut, sizes > cut
     scale = pd.Series(resid[fit]).groupby(pairs[fit]).mean()
     off = pd.Series(pairs[test]).map(scale).fillna(float(np.mean(resid[fit]))).to_numpy()
-    return float(np.sqrt(np.mean((resid[test] - off) ** 2)))
+    return float(np.median(np.abs(resid[test] - off)))
 
 
 def add_baseline(features: pd.DataFrame, kernels: np.ndarray, mapping: Mapping[str, str],

@@ -20,8 +20,8 @@ from hybridperf.baseline import (
 )
 from hybridperf.errors import HybridperfError
 from hybridperf.features import BASELINES, size_metric, sweep_features
-from hybridperf.hybrid import HybridRegressor, default_booster
-from hybridperf.model import training_rows
+from hybridperf.hybrid import default_booster
+from hybridperf.model import hybrid_estimator, training_rows
 
 __all__ = ["SPLITS", "Evaluation", "ape_metrics", "evaluate", "size_metric", "split_indices", "topk_scores"]
 
@@ -161,13 +161,10 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
                                                      None if sizes is None else sizes[tr])
                 X = add_group_ids(add_baseline(feats, kern, mapping, fallback), rows)
                 base = ",".join(sorted(set(mapping.values()))) if len(mapping) <= 8 else f"per kernel, else {fallback}"
-                est = HybridRegressor(regressor=reg, baseline_column=BASELINE_COLUMN, coverage=0.9, random_state=seed,
-                                      group_columns=list(GROUP_COLUMNS), shrink_residual=True,
-                                      calibration="affine",
-                                      extrapolation_columns=[c for c in [*all_cols] if c.startswith("log2_size.")])
+                est = hybrid_estimator(all_cols, regressor=reg, random_state=seed)
                 cols = [*all_cols, BASELINE_COLUMN, *GROUP_COLUMNS]
             elif method in ("boosting", "boosting+features"):
-                est = HybridRegressor(regressor=reg, mode="boosting", coverage=0.9, random_state=seed)
+                est = hybrid_estimator(all_cols, baseline=False, regressor=reg, random_state=seed)
                 cols = param_cols if method == "boosting" else all_cols
             else:
                 raise HybridperfError(f"unknown method {method!r}")

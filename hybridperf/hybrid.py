@@ -151,18 +151,24 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"baseline_column {b} is out of range for X with {self.n_features_in_} columns")
         return int(b)
 
-    def _column_mask(self, columns: Any, default: bool) -> np.ndarray:
-        if columns is None:
-            return np.full(self.n_features_in_, default)
+    def _indices(self, columns: Any) -> list[int]:
+        """Positions of columns given by name (DataFrame input) or by index, in the given order."""
         names = list(getattr(self, "feature_names_in_", []))
-        mask = np.zeros(self.n_features_in_, dtype=bool)
+        out = []
         for c in columns:
             if isinstance(c, str):
                 if c not in names:
                     raise ValueError(f"column {c!r} is not a column of X")
-                mask[names.index(c)] = True
+                out.append(names.index(c))
             else:
-                mask[int(c)] = True
+                out.append(int(c))
+        return out
+
+    def _column_mask(self, columns: Any, default: bool) -> np.ndarray:
+        if columns is None:
+            return np.full(self.n_features_in_, default)
+        mask = np.zeros(self.n_features_in_, dtype=bool)
+        mask[self._indices(columns)] = True
         return mask
 
     def _fit_one(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None) -> Any:
@@ -299,18 +305,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         return levels, glob, reg
 
     def _group_indices(self) -> list[int]:
-        if self.group_columns is None:
-            return []
-        names = list(getattr(self, "feature_names_in_", []))
-        out = []
-        for c in self.group_columns:
-            if isinstance(c, str):
-                if c not in names:
-                    raise ValueError(f"group column {c!r} is not a column of X")
-                out.append(names.index(c))
-            else:
-                out.append(int(c))
-        return out
+        return [] if self.group_columns is None else self._indices(self.group_columns)
 
     def _offsets(self, X: np.ndarray, levels: list[dict[float, tuple[float, float]]], glob: float) -> np.ndarray:
         """Per-row log-space calibration: log(scale + overhead / baseline) of the row's group."""

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.base import clone
 
 from hybridperf.analytical.mwp_cwp import REGIMES
 from hybridperf.baseline import (
@@ -30,7 +31,7 @@ from hybridperf.hardware import load_gpu
 from hybridperf.hybrid import HybridRegressor, default_booster
 from hybridperf.kernel import load_kernel
 
-__all__ = ["TrainedModel", "predict_rows", "train_model", "training_rows"]
+__all__ = ["TrainedModel", "hybrid_estimator", "predict_rows", "train_model", "training_rows"]
 
 _LIMITER_NAMES = {0.0: "warps", 1.0: "registers", 2.0: "shared memory", 3.0: "blocks"}
 
@@ -62,6 +63,22 @@ def training_rows(sweep: pd.DataFrame) -> pd.DataFrame:
 
 def _feature_matrix(feats: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return feats.reindex(columns=list(columns)).astype(np.float64)
+
+
+def hybrid_estimator(columns: tuple[str, ...] | list[str], *, baseline: bool = True, mode: str = "hybrid",
+                     coverage: float | None = 0.9, random_state: int = 0, regressor: Any = None) -> HybridRegressor:
+    """The product's HybridRegressor configuration, in one place (train, evaluate and tune share it).
+
+    With ``baseline``: the per-kernel baseline column, affine calibration per (kernel, GPU) with
+    per-kernel then global fallback, the out-of-fold stacking weight on the residual, and forward
+    interval scores for rows beyond the trained sizes. Without: boosting on the features only.
+    """
+    if not baseline:
+        return HybridRegressor(regressor=regressor, mode="boosting", coverage=coverage, random_state=random_state)
+    return HybridRegressor(regressor=regressor, baseline_column=BASELINE_COLUMN, mode=mode, coverage=coverage,
+                           random_state=random_state, domain_columns=[], categorical_columns=[],
+                           group_columns=list(GROUP_COLUMNS), shrink_residual=True, calibration="affine",
+                           extrapolation_columns=[c for c in columns if c.startswith("log2_size.")])
 
 
 def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hybrid", coverage: float | None = 0.9,
@@ -112,22 +129,19 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
         groups = size_groups(size_metric(rows))
     params = dict(booster_params or {})
     tuning: dict[str, Any] = {}
+    template = hybrid_estimator(columns, baseline=base_name is not None, mode=mode, coverage=coverage,
+                                random_state=random_state)
     if tune_trials and mode in ("hybrid", "boosting"):
         from hybridperf.tuning import tune_booster
 
-        best, score = tune_booster(X, y, baseline_column=BASELINE_COLUMN if base_name else None,
-                                   n_trials=tune_trials, storage=study_path, groups=groups, seed=random_state,
-                                   progress=progress)
+        best, score = tune_booster(X, y, baseline_column=None, template=template, n_trials=tune_trials,
+                                   storage=study_path, groups=groups, seed=random_state, progress=progress)
         params.update(best)
         tuning = {"trials": tune_trials, "cv_log_rmse": score, "study": str(study_path) if study_path else None}
     reg = default_booster(random_state)
     if params:
         reg.set_params(**params)
-    est = HybridRegressor(regressor=reg, baseline_column=BASELINE_COLUMN if base_name else None,
-                          mode=mode if base_name else "boosting", coverage=coverage, random_state=random_state,
-                          domain_columns=[], categorical_columns=[], group_columns=list(GROUP_COLUMNS), shrink_residual=True,
-                                      calibration="affine",
-                                      extrapolation_columns=[c for c in columns if c.startswith("log2_size.")])
+    est = clone(template).set_params(regressor=reg)
     est.fit(X, y, groups=groups)
     import sklearn
     import xgboost

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.base import clone
 from sklearn.model_selection import GroupKFold, KFold
 
 from hybridperf.errors import HybridperfError
@@ -28,6 +29,7 @@ def suggest_booster_params(trial: Any) -> dict[str, Any]:
 
 
 def tune_booster(X: pd.DataFrame, y: np.ndarray, *, baseline_column: str | None, n_trials: int,
+                 template: HybridRegressor | None = None,
                  storage: str | Path | None = None, study_name: str = "hybridperf", groups: np.ndarray | None = None,
                  n_splits: int = 3, seed: int = 0, progress: bool = False) -> tuple[dict[str, Any], float]:
     """Minimise the cross-validated RMSE of log(predicted / measured) over booster parameters.
@@ -36,6 +38,8 @@ def tune_booster(X: pd.DataFrame, y: np.ndarray, *, baseline_column: str | None,
     ----------
     X, y : features and measured times (> 0).
     baseline_column : feature holding the log analytical baseline (``None``: boosting only).
+    template : the estimator to tune (cloned per fold with each trial's booster); by default a
+        plain HybridRegressor on ``baseline_column``. ``train_model`` passes the one it will fit.
     n_trials : trials to run in this call (a resumed study adds them to those already stored).
     storage : SQLite file; the study is created or resumed there (``None``: in memory).
     groups : optional CV groups (e.g. sizes) so the score reflects extrapolation.
@@ -59,6 +63,8 @@ def tune_booster(X: pd.DataFrame, y: np.ndarray, *, baseline_column: str | None,
     else:
         folds = list(KFold(n_splits=min(n_splits, len(y)), shuffle=True, random_state=seed).split(Xv))
     logy = np.log(y)
+    base = template if template is not None else HybridRegressor(
+        baseline_column=baseline_column, mode="hybrid" if baseline_column else "boosting")
 
     def objective(trial: Any) -> float:
         params = suggest_booster_params(trial)
@@ -66,8 +72,7 @@ def tune_booster(X: pd.DataFrame, y: np.ndarray, *, baseline_column: str | None,
         for tr, te in folds:
             reg = default_booster(seed)
             reg.set_params(**params)
-            est = HybridRegressor(regressor=reg, baseline_column=baseline_column, coverage=None,
-                                  mode="hybrid" if baseline_column else "boosting")
+            est = clone(base).set_params(regressor=reg, coverage=None)
             est.fit(X.iloc[tr], y[tr])
             errs.append(np.log(est.predict(X.iloc[te])) - logy[te])
         return float(np.sqrt(np.mean(np.concatenate(errs) ** 2)))

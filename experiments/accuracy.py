@@ -1,6 +1,6 @@
 """Accuracy targets of EVALUATION.md on the shipped real data, every baseline side by side.
 
-Cases (each one `hybridperf.evaluate.evaluate` run; the baselines share its features and split):
+Cases (each one `hybridperf.evaluation.evaluate.evaluate` run; the baselines share its features and split):
   neusight-s2   NeuSight GEMM/bmm per GPU: train max(M,N,K) <= 512, test larger (MAPE <= 10%, P90 <= 25%,
                 hybrid <= 0.5 x the better of calibrated-analytical and boosting-only)
   aiwc-s2       AIWC/OpenDwarfs, NVIDIA GPUs with a spec: train tiny+small, test medium
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, error_vs_size_plot, header, md_table, scatter_plot  # noqa: E402
 
 from hybridperf.datasets import load_dataset  # noqa: E402
-from hybridperf.evaluate import evaluate  # noqa: E402
+from hybridperf.evaluation.evaluate import evaluate  # noqa: E402
 from hybridperf.hardware import gpu_names  # noqa: E402
 
 SPECS = set(gpu_names())

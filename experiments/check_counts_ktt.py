@@ -17,7 +17,7 @@ from scipy.stats import spearmanr
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, SHARED, header, md_table
 
-from hybridperf.analyze import analyze
+from hybridperf.analytical.run import analyze
 from hybridperf.kernel import load_kernel
 
 COMMAND = ".venv/bin/python experiments/check_counts_ktt.py"

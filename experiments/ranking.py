@@ -24,13 +24,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hybridperf.analyze import analyze
+from hybridperf.analytical.run import analyze
 from hybridperf.datasets import load_dataset
-from hybridperf.evaluate import evaluate
+from hybridperf.evaluation.evaluate import evaluate
 from hybridperf.kernel import load_kernel
-from hybridperf.pareto import pareto_mask, pareto_ranks
-from hybridperf.rankplots import pareto_plot, rank_plot, trajectory_plot
-from hybridperf.tuneloop import replay, replay_pool
+from hybridperf.search.pareto import pareto_mask, pareto_ranks
+from hybridperf.search.plots import pareto_plot, rank_plot, trajectory_plot
+from hybridperf.search.measure_next import replay, replay_pool
 
 OUT = ROOT / "experiments" / "results"
 SYNTHETIC = ROOT / "tests" / "rank" / "synthetic-10m.toml"
@@ -66,7 +66,7 @@ def _slug(text: str) -> str:
 
 def _params(rows: pd.DataFrame) -> pd.DataFrame:
     """Parameter columns without prefixes; empty cells (a source that did not vary a parameter) take the
-    descriptor default, as hybridperf.features does."""
+    descriptor default, as hybridperf.learn.features does."""
     known = load_kernel(str(rows["kernel"].iloc[0])).parameters
     out = pd.DataFrame({c.split(".", 1)[1]: pd.to_numeric(rows[c], errors="coerce").to_numpy(np.float64)
                         for c in rows.columns if c.startswith(("size.", "config."))})
@@ -208,8 +208,8 @@ def loop(group: Group, seeds: list[int], budget: int, members: int, plots: bool)
 _CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
-from hybridperf.rank import rank_configs
-import hybridperf.analyze, hybridperf.pareto  # imports done before the baseline
+from hybridperf.search.rank import rank_configs
+import hybridperf.analytical.run, hybridperf.search.pareto  # imports done before the baseline
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = time.perf_counter()
 r = rank_configs(None, {desc!r}, "titan-v", {{"N": 4096}}, space_overrides={space!r}, chunk_rows={chunk},

@@ -12,8 +12,8 @@ import pandas as pd
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 from _common import RESULTS, ROOT, error_vs_size_plot, header, md_table, scatter_plot  # noqa: E402
 
-from hybridperf.evaluate import ape_metrics, evaluate  # noqa: E402
-from hybridperf.reproduce import run_checks  # noqa: E402
+from hybridperf.evaluation.evaluate import ape_metrics, evaluate  # noqa: E402
+from hybridperf.evaluation.reproduce import run_checks  # noqa: E402
 from hybridperf.sweep import read_sweep  # noqa: E402
 
 REPORT_DEVIATION = {"seed004-matvec": 3.51, "seed004-dot": 8.74, "seed004-vecadd": 5.03, "seed004-matadd": 10.3}

@@ -1,7 +1,7 @@
 """hybridperf: predict GPU kernel execution time with analytical models and boosted residuals."""
 from __future__ import annotations
 
-from hybridperf.analyze import Analysis, analyze
+from hybridperf.analytical.run import Analysis, analyze
 from hybridperf.errors import (
     DescriptorError,
     FormulaError,

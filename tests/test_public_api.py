@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = ["hybridperf", "hybridperf.analytical", "hybridperf.hardware", "hybridperf.kernel", "hybridperf.formula",
-           "hybridperf.errors", "hybridperf.analyze", "hybridperf.reproduce"]
+           "hybridperf.errors", "hybridperf.analytical.run", "hybridperf.evaluation.reproduce"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -82,7 +82,7 @@ def metrics_command(ncu: str, entry: str, metrics: Sequence[str], child: Sequenc
 def stall_commands(ncu: str, entry: str, report: Path, child: Sequence[str]) -> tuple[list[str], list[str]]:
     """Profile with the SourceCounters and WarpStateStats sections (PC sampling of warp stalls) into
     ``report``, then export its source page per SASS instruction as CSV (the input of
-    ``hybridperf.gpa``'s Nsight Compute reader)."""
+    ``hybridperf.advise.gpa``'s Nsight Compute reader)."""
     profile = [ncu, "--section", "SourceCounters", "--section", "WarpStateStats", "--force-overwrite",
                "--export", str(report), *_filter(entry), *child]
     export = [ncu, "--import", f"{report}.ncu-rep", "--page", "source", "--csv", "--print-source", "sass"]

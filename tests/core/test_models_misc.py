@@ -10,7 +10,7 @@ from hybridperf.analytical.scaled_counts import calibrate_adjusting_weight, scal
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import load_gpu
 from hybridperf.kernel import load_kernel
-from hybridperf.reproduce import seed004_tables
+from hybridperf.evaluation.reproduce import seed004_tables
 
 
 def test_ryoo_golden_seed003() -> None:

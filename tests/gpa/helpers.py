@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hybridperf.gpa import InstructionSamples, SampleTable
+from hybridperf.advise.gpa import InstructionSamples, SampleTable
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpa"
 PLAIN_CASES = ("raw_across_blocks", "predicate", "barrier", "war", "sync", "loop")

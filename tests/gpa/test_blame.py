@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybridperf.gpa import GPAParameterError, apportion, blame_samples, read_samples
+from hybridperf.advise.gpa import GPAParameterError, apportion, blame_samples, read_samples
 
 from .helpers import PLAIN_CASES, fixture, make_table
 

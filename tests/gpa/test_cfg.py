@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from hybridperf.gpa import (
+from hybridperf.advise.gpa import (
     GPAInputError,
     InstructionSamples,
     SampleTable,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from hybridperf.gpa import (
+from hybridperf.advise.gpa import (
     V100,
     GPAArch,
     GPAParameterError,

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from hybridperf import gpa
-from hybridperf.gpa import (
+from hybridperf.advise import gpa
+from hybridperf.advise.gpa import (
     GPAInputError,
     GPAParameterError,
     GPAReport,
@@ -101,7 +101,7 @@ def test_bad_inputs(tmp_path):
 @pytest.mark.parametrize("name", ["", ".arch", ".blame", ".cfg", ".errors", ".estimators", ".ncu",
                                   ".optimizers", ".reasons", ".report", ".samples", ".sass"])
 def test_public_api_is_sorted_and_complete(name):
-    mod = importlib.import_module("hybridperf.gpa" + name)
+    mod = importlib.import_module("hybridperf.advise.gpa" + name)
     # isort style (ruff RUF022), as tests/test_public_api.py: CONSTANTS, Classes, functions
     assert list(mod.__all__) == sorted(
         mod.__all__, key=lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n))

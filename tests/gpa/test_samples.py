@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 
-from hybridperf.gpa import (
+from hybridperf.advise.gpa import (
     REASONS,
     GPAInputError,
     GPAInputWarning,
@@ -15,7 +15,7 @@ from hybridperf.gpa import (
     read_plain_csv,
     read_samples,
 )
-from hybridperf.gpa.reasons import NSIGHT_REASON_MAP, nsight_reason_class
+from hybridperf.advise.gpa.reasons import NSIGHT_REASON_MAP, nsight_reason_class
 
 from .helpers import PLAIN_CASES, fixture
 

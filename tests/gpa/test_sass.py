@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybridperf.gpa import GPAInputError, Predicate, SASSSyntaxError, parse_sass
-from hybridperf.gpa.sass import latency_class
+from hybridperf.advise.gpa import GPAInputError, Predicate, SASSSyntaxError, parse_sass
+from hybridperf.advise.gpa.sass import latency_class
 
 
 @pytest.mark.parametrize(("text", "opcode", "mods", "dests", "srcs"), [

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybridperf.analyze import analyze
+from hybridperf.analytical.run import analyze
 from hybridperf.kernel import PROFILE_FIELDS, load_kernel
 
 from ._data import REAL_KERNELS

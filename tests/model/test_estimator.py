@@ -6,7 +6,7 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from xgboost import XGBRegressor
 
-from hybridperf.hybrid import HybridRegressor
+from hybridperf.learn.estimator import HybridRegressor
 
 
 @parametrize_with_checks([HybridRegressor(regressor=XGBRegressor(n_estimators=30, n_jobs=1))])

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from hybridperf.errors import HybridperfError
-from hybridperf.evaluate import ape_metrics, split_indices, topk_scores
+from hybridperf.evaluation.evaluate import ape_metrics, split_indices, topk_scores
 
 
 def _sweep(n: int = 200) -> pd.DataFrame:

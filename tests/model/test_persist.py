@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hybridperf.model import predict_rows, train_model
-from hybridperf.persist import ModelFileError, load_model, save_model
+from hybridperf.learn.model import predict_rows, train_model
+from hybridperf.learn.persist import ModelFileError, load_model, save_model
 
 SWEEP = Path(__file__).resolve().parents[2] / "datasets" / "titanv-seed004" / "sweep.csv"
 
@@ -90,7 +90,7 @@ def test_write_is_atomic(tmp_path: Path, model_file: Path, monkeypatch) -> None:
     model = load_model(model_file)
     target = tmp_path / "m.json"
     target.write_text("previous")
-    import hybridperf.persist as persist
+    import hybridperf.learn.persist as persist
 
     def boom(*a, **k):
         raise OSError("disk full")

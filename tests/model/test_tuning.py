@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from hybridperf.errors import HybridperfError
-from hybridperf.tuning import tune_booster
+from hybridperf.learn.tuning import tune_booster
 
 
 def _data(n: int = 120):

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hybridperf.analyze import analyze
+from hybridperf.analytical.run import analyze
 from hybridperf.kernel import load_kernel
-from hybridperf.rank import space_rows
+from hybridperf.search.rank import space_rows
 
 DESCRIPTOR = Path(__file__).with_name("synthetic-10m.toml")
 GPU = "titan-v"
@@ -45,7 +45,7 @@ def small_sweep(kernel) -> pd.DataFrame:
 
 @pytest.fixture(scope="session")
 def model(small_sweep):
-    from hybridperf.model import train_model
+    from hybridperf.learn.model import train_model
 
     ok = small_sweep[small_sweep["status"] == "ok"]
     return train_model(ok.sample(300, random_state=0), booster_params={"n_estimators": 40, "n_jobs": 1})

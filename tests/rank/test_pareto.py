@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from hybridperf.errors import HybridperfError
-from hybridperf.pareto import ParetoError, merge_fronts, pareto_mask, pareto_ranks
+from hybridperf.search.pareto import ParetoError, merge_fronts, pareto_mask, pareto_ranks
 
 
 def brute_force(obj: np.ndarray, maximize) -> np.ndarray:

@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hybridperf.analyze import analyze
+from hybridperf.analytical.run import analyze
 from hybridperf.errors import DescriptorError, HybridperfError
-from hybridperf.pareto import pareto_mask
-from hybridperf.rank import chunk_ranges, rank_configs, space_rows
+from hybridperf.search.pareto import pareto_mask
+from hybridperf.search.rank import chunk_ranges, rank_configs, space_rows
 
 from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
 
@@ -86,7 +86,7 @@ def test_model_ranking_intervals_and_ties(model) -> None:
 
 
 def test_without_pareto_the_fastest_predicted_are_kept(model, small_sweep) -> None:
-    from hybridperf.model import predict_rows
+    from hybridperf.learn.model import predict_rows
 
     res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, pareto=False, top=4, chunk_rows=1000)
     assert res.n_pareto is None
@@ -96,7 +96,7 @@ def test_without_pareto_the_fastest_predicted_are_kept(model, small_sweep) -> No
 
 
 def test_rows_feed_predict_rows(model) -> None:
-    from hybridperf.model import predict_rows
+    from hybridperf.learn.model import predict_rows
 
     res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL)
     pred = predict_rows(model, res.rows())

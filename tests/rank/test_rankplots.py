@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hybridperf.errors import HybridperfError
-from hybridperf.rankplots import pareto_plot, rank_plot, trajectory_plot
+from hybridperf.search.plots import pareto_plot, rank_plot, trajectory_plot
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -38,8 +38,8 @@ def test_trajectory_plot(tmp_path) -> None:
     assert trajectory_plot(curves, tmp_path / "t.png").read_bytes()[:8] == PNG
 
 
-@pytest.mark.parametrize("name", ["hybridperf.pareto", "hybridperf.rank", "hybridperf.tuneloop",
-                                  "hybridperf.rankplots"])
+@pytest.mark.parametrize("name", ["hybridperf.search.pareto", "hybridperf.search.rank", "hybridperf.search.measure_next",
+                                  "hybridperf.search.plots"])
 def test_all_is_sorted_and_resolves(name: str) -> None:
     mod = importlib.import_module(name)
     key = lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n)

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from hybridperf.errors import HybridperfError
-from hybridperf.model import predict_rows
-from hybridperf.rank import rank_configs
-from hybridperf.tuneloop import (
+from hybridperf.learn.model import predict_rows
+from hybridperf.search.rank import rank_configs
+from hybridperf.search.measure_next import (
     FeaturePool,
     expected_improvement,
     replay,
@@ -104,7 +104,7 @@ def test_update_retrains_with_the_new_rows(model, small_sweep) -> None:
 
 
 def test_fast_path_predictions_equal_predict_rows(model, small_sweep) -> None:
-    from hybridperf.tuneloop import _log_predict
+    from hybridperf.search.measure_next import _log_predict
 
     rows = small_sweep[small_sweep["status"] == "ok"].head(50)
     pool = FeaturePool.of(rows)

@@ -30,18 +30,6 @@ def test_record_error_is_a_hybridperf_error() -> None:
     assert str(RunFailed("two\n lines")) == "two lines"
 
 
-def test_parse_assignments() -> None:
-    from hybridperf.errors import RecordError
-    from hybridperf.record import parse_assignments
-
-    assert parse_assignments(["N=1024:4096:x2", "COALESCED=false,true"]) == {
-        "N": [1024.0, 2048.0, 4096.0], "COALESCED": [0.0, 1.0]}
-    with pytest.raises(RecordError, match="write NAME=VALUES"):
-        parse_assignments(["N"])
-    with pytest.raises(RecordError, match="N is given twice"):
-        parse_assignments(["N=1", "N=2"], flag="--sizes")
-
-
 def test_child_without_cupy_exits_1_with_one_line(monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     from hybridperf.record.child import child_spec, main

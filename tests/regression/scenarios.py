@@ -33,8 +33,8 @@ _PRED = ["time_ms", "lo_ms", "hi_ms", "regime", "limiter", "feasible", "out_of_d
 
 def default_model_predictions() -> dict[str, Any]:
     from hybridperf.datasets import load_dataset
-    from hybridperf.model import predict_rows
-    from hybridperf.persist import load_model
+    from hybridperf.learn.model import predict_rows
+    from hybridperf.learn.persist import load_model
 
     model = load_model(DEFAULT_MODEL)
     gemm = load_dataset("neusight-gemm")
@@ -43,9 +43,9 @@ def default_model_predictions() -> dict[str, Any]:
 
 
 def trained_titanv() -> dict[str, Any]:
-    from hybridperf.analyze import parameter_grid
+    from hybridperf.grid import parameter_grid
     from hybridperf.datasets import load_dataset
-    from hybridperf.model import predict_rows, train_model
+    from hybridperf.learn.model import predict_rows, train_model
 
     model = train_model(load_dataset("titanv-seed004"))
     grid = parameter_grid({"N": [1024.0 * 2**i for i in range(8)]})
@@ -59,7 +59,7 @@ def trained_titanv() -> dict[str, Any]:
 
 def evaluate_titanv(split: str) -> dict[str, Any]:
     from hybridperf.datasets import load_dataset
-    from hybridperf.evaluate import evaluate
+    from hybridperf.evaluation.evaluate import evaluate
 
     ev = evaluate(load_dataset("titanv-seed004"), split)
     table = ev.table.drop(columns=["seconds"])
@@ -67,8 +67,8 @@ def evaluate_titanv(split: str) -> dict[str, Any]:
 
 
 def rank_default() -> dict[str, Any]:
-    from hybridperf.persist import load_model
-    from hybridperf.rank import rank_configs
+    from hybridperf.learn.persist import load_model
+    from hybridperf.search.rank import rank_configs
 
     res = rank_configs(load_model(DEFAULT_MODEL), "neusight-gemm", "t4", {"B": 1, "M": 2048, "N": 2048, "K": 2048})
     cols = [c for c in res.candidates.columns]
@@ -76,7 +76,7 @@ def rank_default() -> dict[str, Any]:
 
 
 def rank_ryoo() -> dict[str, Any]:
-    from hybridperf.rank import rank_configs
+    from hybridperf.search.rank import rank_configs
 
     res = rank_configs(None, "clblast-xgemm", "gtx680", {"M": 2048, "N": 2048, "K": 2048}, top=50)
     return {"candidates": _cols(res.candidates, list(res.candidates.columns))}
@@ -84,7 +84,7 @@ def rank_ryoo() -> dict[str, Any]:
 
 def replay_dedispersion() -> dict[str, Any]:
     from hybridperf.datasets import load_dataset
-    from hybridperf.tuneloop import replay
+    from hybridperf.search.measure_next import replay
 
     data = load_dataset("kt-dedispersion")
     tr = replay(data, "kt-dedispersion", "rtx-a4000", budget=40, seed=1)
@@ -93,7 +93,7 @@ def replay_dedispersion() -> dict[str, Any]:
 
 def suggest_bag() -> dict[str, Any]:
     from hybridperf.datasets import load_dataset
-    from hybridperf.tuneloop import suggest_next
+    from hybridperf.search.measure_next import suggest_next
 
     data = load_dataset("kt-dedispersion")
     data = data[data["gpu"] == "rtx-a4000"].reset_index(drop=True)
@@ -105,7 +105,7 @@ def suggest_bag() -> dict[str, Any]:
 
 def tuned_titanv() -> dict[str, Any]:
     from hybridperf.datasets import load_dataset
-    from hybridperf.model import predict_rows, train_model
+    from hybridperf.learn.model import predict_rows, train_model
 
     data = load_dataset("titanv-seed004")
     model = train_model(data, tune_trials=3)
@@ -116,7 +116,7 @@ def tuned_titanv() -> dict[str, Any]:
 
 
 def calibrate_titanv() -> dict[str, Any]:
-    from hybridperf.calibrate import calibrate_gpu
+    from hybridperf.learn.calibrate import calibrate_gpu
     from hybridperf.datasets import load_dataset
 
     cal = calibrate_gpu(load_dataset("titanv-seed004"), "titan-v", model="mwp-cwp", max_rows=60)

@@ -6,12 +6,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from hybridperf.gpa.arch import V100, GPAArch
-from hybridperf.gpa.cfg import FunctionCFG, Program, build_program
-from hybridperf.gpa.errors import GPAParameterError
-from hybridperf.gpa.reasons import DEPENDENCY_REASONS, REASONS
-from hybridperf.gpa.samples import SampleTable
-from hybridperf.gpa.sass import Instruction, Predicate, latency_class
+from hybridperf.advise.gpa.arch import V100, GPAArch
+from hybridperf.advise.gpa.cfg import FunctionCFG, Program, build_program
+from hybridperf.advise.gpa.errors import GPAParameterError
+from hybridperf.advise.gpa.reasons import DEPENDENCY_REASONS, REASONS
+from hybridperf.advise.gpa.samples import SampleTable
+from hybridperf.advise.gpa.sass import Instruction, Predicate, latency_class
 
 __all__ = ["Blame", "BlameResult", "apportion", "blame_samples"]
 

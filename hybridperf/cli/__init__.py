@@ -34,17 +34,10 @@ def _dump(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=_json_default, allow_nan=False))
 
 
-def _parse_sets(items: Sequence[str]) -> dict[str, list[float]]:
-    from hybridperf.analyze import parse_values
-    from hybridperf.errors import HybridperfError
+def _parse_sets(items: Sequence[str], flag: str = "--set") -> dict[str, list[float]]:
+    from hybridperf.grid import parse_assignments
 
-    out: dict[str, list[float]] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip() or not value.strip():
-            raise HybridperfError(f"--set {item!r}: write NAME=VALUE, e.g. --set N=4096 or --set N=1024:8192:1024")
-        out[name.strip()] = parse_values(value)
-    return out
+    return parse_assignments(items, flag)
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -55,7 +48,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from hybridperf.hardware import list_gpus
-    from hybridperf.tables import format_table
+    from hybridperf.cli.tables import format_table
 
     rows = [{"name": Path(g.path).stem, "gpu": g.name, "cc": g.compute_capability, "sms": g.sm_count,
              "clock_mhz": g.core_clock_mhz, "dram_gbs": g.dram_bandwidth_gbs,
@@ -71,7 +64,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from hybridperf.kernel import list_kernels
-    from hybridperf.tables import format_table
+    from hybridperf.cli.tables import format_table
 
     rows = [{"name": k.name, "sizes": ",".join(k.size_names), "config": ",".join(k.config_names),
              "space": k.space_size(), "description": k.description[:60]} for k in list_kernels()]
@@ -83,8 +76,9 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from hybridperf.analyze import MODELS, analyze, parameter_grid
-    from hybridperf.tables import format_table
+    from hybridperf.analytical.run import MODELS, analyze
+    from hybridperf.grid import parameter_grid
+    from hybridperf.cli.tables import format_table
 
     models = args.model or list(MODELS)
     grid = parameter_grid(_parse_sets(args.set))
@@ -109,7 +103,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             row = df.iloc[0]
             width = max(len(k) for k in row.index)
             for k, v in row.items():
-                from hybridperf.tables import format_number
+                from hybridperf.cli.tables import format_number
                 print(f"  {k.ljust(width)}  {format_number(v.item() if hasattr(v, 'item') else v)}")
         if "mwp-cwp" in res.terms:
             print(f"\nregime: {summary['regime'].iloc[0]}")
@@ -124,7 +118,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from hybridperf.reproduce import run_checks
+    from hybridperf.evaluation.reproduce import run_checks
 
     checks = run_checks()
     if args.json:
@@ -188,8 +182,8 @@ def _progress(args: argparse.Namespace) -> bool:
 def cmd_train(args: argparse.Namespace) -> int:
     import time
 
-    from hybridperf.model import train_model
-    from hybridperf.persist import save_model
+    from hybridperf.learn.model import train_model
+    from hybridperf.learn.persist import save_model
 
     data, hashes = _load_data(args.data)
     if args.kernel:
@@ -213,7 +207,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _prediction_rows(args: argparse.Namespace, model: Any) -> Any:
     import pandas as pd
 
-    from hybridperf.analyze import parameter_grid
+    from hybridperf.grid import parameter_grid
     from hybridperf.errors import HybridperfError
     from hybridperf.hardware import load_gpu
     from hybridperf.kernel import load_kernel
@@ -245,9 +239,9 @@ def _prediction_rows(args: argparse.Namespace, model: Any) -> Any:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from hybridperf.model import predict_rows
-    from hybridperf.persist import load_model
-    from hybridperf.tables import format_table
+    from hybridperf.learn.model import predict_rows
+    from hybridperf.learn.persist import load_model
+    from hybridperf.cli.tables import format_table
 
     model = load_model(args.model)
     rows = _prediction_rows(args, model)
@@ -269,13 +263,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from hybridperf.evaluate import evaluate
-    from hybridperf.tables import format_table
+    from hybridperf.evaluation.evaluate import evaluate
+    from hybridperf.cli.tables import format_table
 
     booster_params = None
     sources = list(args.data)
     if args.model:
-        from hybridperf.persist import load_model
+        from hybridperf.learn.persist import load_model
 
         model = load_model(args.model)
         booster_params = {k: v for k, v in model.metadata.get("booster_params", {}).items()
@@ -304,7 +298,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from hybridperf.calibrate import calibrate_gpu, write_gpu_spec
+    from hybridperf.learn.calibrate import calibrate_gpu, write_gpu_spec
 
     data, _ = _load_data(args.data)
     cal = calibrate_gpu(data, args.gpu, model=args.model, parameters=args.param or None)
@@ -319,7 +313,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _gpa(args: argparse.Namespace, adv: Any) -> Any:
     """GPA on a stall-sample table; launch geometry from the first analysed row unless given."""
-    from hybridperf.gpa import GPAArch, advise_from_samples
+    from hybridperf.advise.gpa import GPAArch, advise_from_samples
 
     gpu = adv.gpu
     row = adv.table.iloc[0]
@@ -336,12 +330,12 @@ def _gpa(args: argparse.Namespace, adv: Any) -> Any:
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
-    from hybridperf.advisor import advise, benefit_chart, format_advice
-    from hybridperf.analyze import parameter_grid
+    from hybridperf.advise.benefits import advise, benefit_chart, format_advice
+    from hybridperf.grid import parameter_grid
 
     adv = advise(args.kernel, args.gpu, parameter_grid(_parse_sets(args.set)))
     if args.samples:
-        from hybridperf.gpa import format_report, report_to_dict
+        from hybridperf.advise.gpa import format_report, report_to_dict
 
         report = _gpa(args, adv)
         if args.json:
@@ -398,7 +392,7 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from hybridperf.datasets import describe_datasets
-    from hybridperf.tables import format_table
+    from hybridperf.cli.tables import format_table
 
     rows = describe_datasets()
     if args.json:
@@ -416,10 +410,12 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from hybridperf.record import parse_assignments, record_sweep
+    from hybridperf.errors import RecordError
+    from hybridperf.grid import parse_assignments
+    from hybridperf.record import record_sweep
 
-    summary = record_sweep(args.kernel, parse_assignments(args.sizes, "--sizes"),
-                           parse_assignments(args.space or [], "--space") or None, args.output, gpu=args.gpu,
+    summary = record_sweep(args.kernel, parse_assignments(args.sizes, "--sizes", RecordError),
+                           parse_assignments(args.space or [], "--space", RecordError) or None, args.output, gpu=args.gpu,
                            min_repeats=args.min_repeats, max_repeats=args.max_repeats, target_cv=args.target_cv,
                            warmup=args.warmup, ncu=args.ncu, retry_failed=args.retry_failed, bench=args.bench,
                            progress=_progress(args))
@@ -439,11 +435,11 @@ def _one_size(args: argparse.Namespace) -> dict[str, float]:
 
 
 def _rank(args: argparse.Namespace) -> Any:
-    from hybridperf.persist import load_model
-    from hybridperf.rank import rank_configs
+    from hybridperf.learn.persist import load_model
+    from hybridperf.search.rank import rank_configs
 
     model = load_model(args.model) if args.model else None
-    space = {k: tuple(v) for k, v in _parse_sets(args.space or []).items()}
+    space = {k: tuple(v) for k, v in _parse_sets(args.space or [], "--space").items()}
     client = None
     if getattr(args, "dask", None):
         from distributed import Client
@@ -455,7 +451,7 @@ def _rank(args: argparse.Namespace) -> Any:
 
 
 def cmd_rank(args: argparse.Namespace) -> int:
-    from hybridperf.tables import format_table
+    from hybridperf.cli.tables import format_table
 
     res = _rank(args)
     table = res.table
@@ -479,10 +475,10 @@ def cmd_rank(args: argparse.Namespace) -> int:
 
 
 def cmd_suggest(args: argparse.Namespace) -> int:
-    from hybridperf.persist import load_model
+    from hybridperf.learn.persist import load_model
     from hybridperf.sweep import read_sweep
-    from hybridperf.tables import format_table
-    from hybridperf.tuneloop import suggest_next
+    from hybridperf.cli.tables import format_table
+    from hybridperf.search.measure_next import suggest_next
 
     res = _rank(args)
     measured = read_sweep(args.measured) if args.measured else None
@@ -506,8 +502,8 @@ def cmd_suggest(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from hybridperf.tables import format_table
-    from hybridperf.tuneloop import replay
+    from hybridperf.cli.tables import format_table
+    from hybridperf.search.measure_next import replay
 
     data, _ = _load_data(args.data)
     rows = []

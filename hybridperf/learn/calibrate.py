@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
-from hybridperf.analyze import analyze
+from hybridperf.analytical.run import analyze
 from hybridperf.errors import HybridperfError
-from hybridperf.features import param_columns
+from hybridperf.learn.features import param_columns
 from hybridperf.hardware import _MODEL_KEYS, _SPEC_KEYS, GPUSpec, load_gpu
-from hybridperf.model import training_rows
+from hybridperf.learn.model import training_rows
 
 __all__ = ["DEFAULT_BOUNDS", "Calibration", "calibrate_gpu", "write_gpu_spec"]
 

@@ -1,17 +1,17 @@
 """GPA (Zhou et al., CGO 2021): stall attribution from PC samples and speedup estimators."""
 from __future__ import annotations
 
-from hybridperf.gpa.arch import V100, GPAArch
-from hybridperf.gpa.blame import Blame, BlameResult, apportion, blame_samples
-from hybridperf.gpa.cfg import FunctionCFG, Loop, Program, build_program
-from hybridperf.gpa.errors import (
+from hybridperf.advise.gpa.arch import V100, GPAArch
+from hybridperf.advise.gpa.blame import Blame, BlameResult, apportion, blame_samples
+from hybridperf.advise.gpa.cfg import FunctionCFG, Loop, Program, build_program
+from hybridperf.advise.gpa.errors import (
     GPAError,
     GPAInputError,
     GPAInputWarning,
     GPAParameterError,
     SASSSyntaxError,
 )
-from hybridperf.gpa.estimators import (
+from hybridperf.advise.gpa.estimators import (
     block_increase_speedup,
     issue_rate,
     latency_hiding_speedup,
@@ -20,24 +20,24 @@ from hybridperf.gpa.estimators import (
     stall_elimination_speedup,
     thread_increase_speedup,
 )
-from hybridperf.gpa.ncu import read_ncu_source_csv
-from hybridperf.gpa.optimizers import (
+from hybridperf.advise.gpa.ncu import read_ncu_source_csv
+from hybridperf.advise.gpa.optimizers import (
     Hotspot,
     LaunchConfig,
     ScopeEstimate,
     Suggestion,
     run_optimizers,
 )
-from hybridperf.gpa.reasons import NSIGHT_REASON_MAP, REASONS, STALL_REASONS
-from hybridperf.gpa.report import (
+from hybridperf.advise.gpa.reasons import NSIGHT_REASON_MAP, REASONS, STALL_REASONS
+from hybridperf.advise.gpa.report import (
     GPAReport,
     advise,
     advise_from_samples,
     format_report,
     report_to_dict,
 )
-from hybridperf.gpa.samples import InstructionSamples, SampleTable, read_plain_csv, read_samples
-from hybridperf.gpa.sass import Instruction, Predicate, parse_sass
+from hybridperf.advise.gpa.samples import InstructionSamples, SampleTable, read_plain_csv, read_samples
+from hybridperf.advise.gpa.sass import Instruction, Predicate, parse_sass
 
 __all__ = [
     "NSIGHT_REASON_MAP",

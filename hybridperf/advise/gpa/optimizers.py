@@ -8,18 +8,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from hybridperf.gpa.arch import V100, GPAArch
-from hybridperf.gpa.blame import Blame, BlameResult
-from hybridperf.gpa.cfg import FunctionCFG, Loop
-from hybridperf.gpa.errors import GPAParameterError
-from hybridperf.gpa.estimators import (
+from hybridperf.advise.gpa.arch import V100, GPAArch
+from hybridperf.advise.gpa.blame import Blame, BlameResult
+from hybridperf.advise.gpa.cfg import FunctionCFG, Loop
+from hybridperf.advise.gpa.errors import GPAParameterError
+from hybridperf.advise.gpa.estimators import (
     block_increase_speedup,
     scope_latency_hiding_speedup,
     stall_elimination_speedup,
     thread_increase_speedup,
 )
-from hybridperf.gpa.samples import InstructionSamples, SampleTable
-from hybridperf.gpa.sass import latency_class
+from hybridperf.advise.gpa.samples import InstructionSamples, SampleTable
+from hybridperf.advise.gpa.sass import latency_class
 
 __all__ = ["Hotspot", "LaunchConfig", "ScopeEstimate", "Suggestion", "run_optimizers"]
 

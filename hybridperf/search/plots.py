@@ -9,7 +9,7 @@ import numpy.typing as npt
 from scipy.stats import rankdata, spearmanr
 
 from hybridperf.errors import HybridperfError
-from hybridperf.pareto import pareto_mask
+from hybridperf.search.pareto import pareto_mask
 
 __all__ = ["pareto_plot", "rank_plot", "trajectory_plot"]
 

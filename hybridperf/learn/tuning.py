@@ -10,7 +10,7 @@ from sklearn.base import clone
 from sklearn.model_selection import GroupKFold, KFold
 
 from hybridperf.errors import HybridperfError
-from hybridperf.hybrid import HybridRegressor, default_booster
+from hybridperf.learn.estimator import HybridRegressor, default_booster
 
 __all__ = ["suggest_booster_params", "tune_booster"]
 

@@ -10,7 +10,7 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.special import ndtr, ndtri
 
-from hybridperf.baseline import (
+from hybridperf.learn.baseline import (
     BASELINE_COLUMN,
     GROUP_COLUMNS,
     add_baseline,
@@ -18,9 +18,9 @@ from hybridperf.baseline import (
     choose_baselines,
 )
 from hybridperf.errors import HybridperfError
-from hybridperf.features import sweep_features
-from hybridperf.hybrid import HybridRegressor, default_booster
-from hybridperf.model import TrainedModel, predict_rows, train_model, training_rows
+from hybridperf.learn.features import sweep_features
+from hybridperf.learn.estimator import HybridRegressor, default_booster
+from hybridperf.learn.model import TrainedModel, predict_rows, train_model, training_rows
 
 __all__ = [
     "LOOP_BOOSTER",

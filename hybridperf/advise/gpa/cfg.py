@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hybridperf.gpa.errors import GPAInputError
-from hybridperf.gpa.samples import InstructionSamples, SampleTable, resolve_branch_target
+from hybridperf.advise.gpa.errors import GPAInputError
+from hybridperf.advise.gpa.samples import InstructionSamples, SampleTable, resolve_branch_target
 
 __all__ = ["FunctionCFG", "Loop", "Program", "build_program"]
 

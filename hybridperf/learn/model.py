@@ -12,7 +12,7 @@ import pandas as pd
 from sklearn.base import clone
 
 from hybridperf.analytical.mwp_cwp import REGIMES
-from hybridperf.baseline import (
+from hybridperf.learn.baseline import (
     BASELINE_COLUMN,
     GROUP_COLUMNS,
     add_baseline,
@@ -21,14 +21,14 @@ from hybridperf.baseline import (
     size_groups,
 )
 from hybridperf.errors import HybridperfError
-from hybridperf.features import (
+from hybridperf.learn.features import (
     FEATURE_VERSION,
     baseline_column,
     size_metric,
     sweep_features,
 )
 from hybridperf.hardware import load_gpu
-from hybridperf.hybrid import HybridRegressor, default_booster
+from hybridperf.learn.estimator import HybridRegressor, default_booster
 from hybridperf.kernel import load_kernel
 
 __all__ = ["TrainedModel", "hybrid_estimator", "predict_rows", "train_model", "training_rows"]
@@ -90,11 +90,11 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     Parameters
     ----------
     sweep : DataFrame in the sweep format (kernel, gpu, size.*, config.*, time_ms, status).
-    baseline : an analytical model name from :data:`hybridperf.features.BASELINES`, ``"auto"``
+    baseline : an analytical model name from :data:`hybridperf.learn.features.BASELINES`, ``"auto"``
         (per kernel, the smallest log-error spread on its training rows once scaled per GPU; see
-        :func:`hybridperf.baseline.choose_baselines`) or ``"none"`` (boosting only).
+        :func:`hybridperf.learn.baseline.choose_baselines`) or ``"none"`` (boosting only).
     mode : ``hybrid``, ``analytical``, ``calibrated`` or ``boosting`` (see HybridRegressor).
-    booster_params : XGBRegressor parameters overriding :func:`hybridperf.hybrid.default_booster`.
+    booster_params : XGBRegressor parameters overriding :func:`hybridperf.learn.estimator.default_booster`.
     groups : optional group label per ok row for the out-of-fold fits (stacking weight, conformal
         intervals) and tuning folds; default: problem-size bands (:func:`size_groups`).
     tune_trials : optuna trials to tune the booster first (0: defaults); ``study_path`` resumes a
@@ -132,7 +132,7 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     template = hybrid_estimator(columns, baseline=base_name is not None, mode=mode, coverage=coverage,
                                 random_state=random_state)
     if tune_trials and mode in ("hybrid", "boosting"):
-        from hybridperf.tuning import tune_booster
+        from hybridperf.learn.tuning import tune_booster
 
         best, score = tune_booster(X, y, baseline_column=None, template=template, n_trials=tune_trials,
                                    storage=study_path, groups=groups, seed=random_state, progress=progress)

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from hybridperf.errors import HybridperfError
-from hybridperf.features import FEATURE_VERSION
-from hybridperf.hybrid import MODES, HybridRegressor
-from hybridperf.model import TrainedModel
+from hybridperf.learn.features import FEATURE_VERSION
+from hybridperf.learn.estimator import MODES, HybridRegressor
+from hybridperf.learn.model import TrainedModel
 
 __all__ = ["FORMAT", "ModelFileError", "load_model", "save_model"]
 

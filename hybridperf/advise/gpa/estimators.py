@@ -5,8 +5,8 @@ import math
 import numbers
 from collections.abc import Iterable
 
-from hybridperf.gpa.arch import V100, GPAArch
-from hybridperf.gpa.errors import GPAParameterError
+from hybridperf.advise.gpa.arch import V100, GPAArch
+from hybridperf.advise.gpa.errors import GPAParameterError
 
 __all__ = [
     "block_increase_speedup",

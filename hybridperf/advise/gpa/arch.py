@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from hybridperf.gpa.errors import GPAParameterError
+from hybridperf.advise.gpa.errors import GPAParameterError
 
 __all__ = ["V100", "GPAArch"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hybridperf.gpa.errors import SASSSyntaxError
+from hybridperf.advise.gpa.errors import SASSSyntaxError
 
 __all__ = ["Instruction", "Predicate", "latency_class", "parse_sass"]
 

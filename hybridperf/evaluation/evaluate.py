@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from hybridperf.baseline import (
+from hybridperf.learn.baseline import (
     BASELINE_COLUMN,
     GROUP_COLUMNS,
     add_baseline,
@@ -19,9 +19,9 @@ from hybridperf.baseline import (
     size_groups,
 )
 from hybridperf.errors import HybridperfError
-from hybridperf.features import BASELINES, size_metric, sweep_features
-from hybridperf.hybrid import default_booster
-from hybridperf.model import hybrid_estimator, training_rows
+from hybridperf.learn.features import BASELINES, size_metric, sweep_features
+from hybridperf.learn.estimator import default_booster
+from hybridperf.learn.model import hybrid_estimator, training_rows
 
 __all__ = ["SPLITS", "Evaluation", "ape_metrics", "evaluate", "size_metric", "split_indices", "topk_scores"]
 

@@ -6,9 +6,9 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hybridperf.gpa.errors import GPAInputError, GPAInputWarning
-from hybridperf.gpa.reasons import REASONS, nsight_reason_class
-from hybridperf.gpa.samples import (
+from hybridperf.advise.gpa.errors import GPAInputError, GPAInputWarning
+from hybridperf.advise.gpa.reasons import REASONS, nsight_reason_class
+from hybridperf.advise.gpa.samples import (
     InstructionSamples,
     SampleTable,
     check_branch_targets,
@@ -122,7 +122,7 @@ def read_ncu_source_csv(path: str | Path, *, kernel: str | None = None) -> Sampl
 
     Each ``stall_<name>`` column (all samples) and ``stall_<name> (Not Issued)`` column
     (latency samples) is mapped to a GPA reason class with
-    :data:`hybridperf.gpa.reasons.NSIGHT_REASON_MAP`; ``stall_selected`` gives the issued
+    :data:`hybridperf.advise.gpa.reasons.NSIGHT_REASON_MAP`; ``stall_selected`` gives the issued
     samples. Unknown ``stall_*`` names count as OTHR (with a warning). Nsight takes
     not-issued samples in a different pass from all samples, so a not-issued count above the
     all-samples count is clipped to it (with a warning giving the count).

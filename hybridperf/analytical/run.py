@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,7 @@ from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, KernelProfile, load_kernel
 
-__all__ = ["MODELS", "Analysis", "analyze", "parameter_grid", "parse_values"]
+__all__ = ["MODELS", "Analysis", "analyze"]
 
 MODELS = ("occupancy", "mwp-cwp", "gpuperf", "scaled-counts", "roofline", "ryoo")
 
@@ -63,48 +62,6 @@ class Analysis:
             out["register_spill"] = self.register_spill
         out["status"] = np.where(self.feasible, "ok", "infeasible: " + self.reason.astype(str))
         return out
-
-
-def parse_values(text: str) -> list[float]:
-    """Parse ``"4096"``, ``"1024,2048"``, ``"1024:8192:1024"`` (start:stop:step, inclusive) or
-    ``"1024:32768:x2"`` (geometric) into a list of numbers."""
-    out: list[float] = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            if ":" in part:
-                start_s, stop_s, step_s = (part.split(":") + ["1"])[:3]
-                start, stop = float(start_s), float(stop_s)
-                if step_s.startswith("x"):
-                    factor = float(step_s[1:])
-                    if factor <= 1 or start <= 0:
-                        raise ValueError
-                    v = start
-                    while v <= stop * (1 + 1e-12):
-                        out.append(v)
-                        v *= factor
-                else:
-                    step = float(step_s)
-                    if step <= 0:
-                        raise ValueError
-                    out.extend(np.arange(start, stop + step / 2, step).tolist())
-            else:
-                out.append(float(part))
-        except ValueError:
-            raise HybridperfError(
-                f"cannot read value {part!r}; use a number, a list 1,2,3, a range 1024:8192:1024 "
-                "or a geometric range 1024:32768:x2"
-            ) from None
-    if not out or len(out) > 10_000_000:
-        raise HybridperfError(f"value list {text!r} gives {len(out)} values; give between 1 and 10,000,000")
-    return out
-
-
-def parameter_grid(values: Mapping[str, Sequence[float]]) -> pd.DataFrame:
-    """Cartesian product of parameter value lists, one column per parameter."""
-    names = list(values)
-    rows = list(itertools.product(*(values[n] for n in names))) if names else [()]
-    return pd.DataFrame(np.asarray(rows, dtype=np.float64).reshape(len(rows), len(names)), columns=names)
 
 
 def analyze(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[str, Any] | pd.DataFrame,

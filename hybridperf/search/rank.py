@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from hybridperf.analyze import analyze
+from hybridperf.analytical.run import analyze
 from hybridperf.errors import DescriptorError, HybridperfError, UnknownGPUError, UnknownKernelError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, load_kernel
-from hybridperf.pareto import pareto_mask
+from hybridperf.search.pareto import pareto_mask
 
 if TYPE_CHECKING:
-    from hybridperf.model import TrainedModel
+    from hybridperf.learn.model import TrainedModel
 
 __all__ = [
     "ChunkResult",
@@ -261,7 +261,7 @@ def _predict(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
             out[c] = np.nan
         out["regime"], out["limiter"], out["out_of_domain"], out["ood_reason"] = "", "", False, ""
         return out
-    from hybridperf.model import predict_rows
+    from hybridperf.learn.model import predict_rows
 
     pred = predict_rows(space.model, prediction_rows(space, configs))
     for c in ("time_ms", "lo_ms", "hi_ms", "regime", "limiter", "out_of_domain", "ood_reason"):

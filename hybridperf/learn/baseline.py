@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from hybridperf.errors import HybridperfError
-from hybridperf.features import BASELINES, baseline_column
+from hybridperf.learn.features import BASELINES, baseline_column
 
 __all__ = ["BASELINE_COLUMN", "GROUP_COLUMNS", "add_baseline", "add_group_ids", "choose_baselines", "size_groups"]
 

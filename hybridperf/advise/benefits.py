@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hybridperf.analytical.mwp_cwp import REGIMES
-from hybridperf.analyze import analyze
+from hybridperf.analytical.run import analyze
 from hybridperf.hardware import GPUSpec
 from hybridperf.kernel import KernelDescriptor
 

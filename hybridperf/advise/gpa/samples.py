@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hybridperf.gpa.errors import GPAInputError, GPAInputWarning, SASSSyntaxError
-from hybridperf.gpa.reasons import REASONS, STALL_REASONS
-from hybridperf.gpa.sass import Instruction, parse_sass
+from hybridperf.advise.gpa.errors import GPAInputError, GPAInputWarning, SASSSyntaxError
+from hybridperf.advise.gpa.reasons import REASONS, STALL_REASONS
+from hybridperf.advise.gpa.sass import Instruction, parse_sass
 
 __all__ = [
     "InstructionSamples",
@@ -358,9 +358,9 @@ def read_samples(path: str | Path, *, kernel: str | None = None) -> SampleTable:
     A first line naming ``function``, ``pc`` or ``sass`` selects the plain CSV format
     (:func:`read_plain_csv`); an Nsight Compute source-page export (``ncu --page source --csv
     --print-source sass``) is recognised by its ``"Address"``/``"Kernel Name"`` rows
-    (:func:`hybridperf.gpa.ncu.read_ncu_source_csv`, which ``kernel`` selects a table for).
+    (:func:`hybridperf.advise.gpa.ncu.read_ncu_source_csv`, which ``kernel`` selects a table for).
     """
-    from hybridperf.gpa.ncu import read_ncu_source_csv
+    from hybridperf.advise.gpa.ncu import read_ncu_source_csv
 
     p = Path(path)
     text = read_text(p)

@@ -8,11 +8,11 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from hybridperf.gpa.arch import V100, GPAArch
-from hybridperf.gpa.blame import blame_samples
-from hybridperf.gpa.errors import GPAParameterError
-from hybridperf.gpa.optimizers import LaunchConfig, Suggestion, run_optimizers
-from hybridperf.gpa.samples import SampleTable, read_samples
+from hybridperf.advise.gpa.arch import V100, GPAArch
+from hybridperf.advise.gpa.blame import blame_samples
+from hybridperf.advise.gpa.errors import GPAParameterError
+from hybridperf.advise.gpa.optimizers import LaunchConfig, Suggestion, run_optimizers
+from hybridperf.advise.gpa.samples import SampleTable, read_samples
 
 __all__ = ["GPAReport", "advise", "advise_from_samples", "format_report", "report_to_dict"]
 

@@ -1,0 +1,1 @@
+"""What limits a kernel and what a change could gain: GPUPerf benefits and GPA estimates."""

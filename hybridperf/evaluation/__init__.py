@@ -1,0 +1,1 @@
+"""Judging the product: splits, metrics and baselines side by side; the papers' numbers reproduced."""

@@ -1,0 +1,1 @@
+"""Searching configuration spaces: Pareto pruning, model ranking, the measure-next loop, plots."""

@@ -1,0 +1,35 @@
+"""NAME=VALUES parsing and parameter grids."""
+from __future__ import annotations
+
+import pytest
+
+from hybridperf.errors import HybridperfError, RecordError
+from hybridperf.grid import parameter_grid, parse_assignments, parse_values
+
+
+def test_parse_values_forms() -> None:
+    assert parse_values("4096") == [4096.0]
+    assert parse_values("1,2, 3") == [1.0, 2.0, 3.0]
+    assert parse_values("1024:4096:1024") == [1024.0, 2048.0, 3072.0, 4096.0]
+    assert parse_values("1024:8192:x2") == [1024.0, 2048.0, 4096.0, 8192.0]
+    for bad in ("x", "1:2:0", "4:8:x1", "0:8:x2", ""):
+        with pytest.raises(HybridperfError):
+            parse_values(bad)
+
+
+def test_parse_assignments() -> None:
+    assert parse_assignments(["N=1024:4096:x2", "COALESCED=false,true"]) == {
+        "N": [1024.0, 2048.0, 4096.0], "COALESCED": [0.0, 1.0]}
+    with pytest.raises(HybridperfError, match="write NAME=VALUES"):
+        parse_assignments(["N"])
+    with pytest.raises(RecordError, match="N is given twice"):
+        parse_assignments(["N=1", "N=2"], flag="--sizes", error=RecordError)
+    with pytest.raises(HybridperfError, match="--set N: cannot read value"):
+        parse_assignments(["N=abc"])
+
+
+def test_parameter_grid_is_the_cartesian_product() -> None:
+    grid = parameter_grid({"A": [1, 2], "B": [10, 20, 30]})
+    assert grid.shape == (6, 2)
+    assert set(map(tuple, grid.to_numpy())) == {(a, b) for a in (1, 2) for b in (10, 20, 30)}
+    assert parameter_grid({}).shape == (1, 0)

@@ -47,8 +47,8 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from hybridperf.hardware import list_gpus
     from hybridperf.cli.tables import format_table
+    from hybridperf.hardware import list_gpus
 
     rows = [{"name": Path(g.path).stem, "gpu": g.name, "cc": g.compute_capability, "sms": g.sm_count,
              "clock_mhz": g.core_clock_mhz, "dram_gbs": g.dram_bandwidth_gbs,
@@ -63,8 +63,8 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 def cmd_kernels(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from hybridperf.kernel import list_kernels
     from hybridperf.cli.tables import format_table
+    from hybridperf.kernel import list_kernels
 
     rows = [{"name": k.name, "sizes": ",".join(k.size_names), "config": ",".join(k.config_names),
              "space": k.space_size(), "description": k.description[:60]} for k in list_kernels()]
@@ -77,8 +77,8 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from hybridperf.analytical.run import MODELS, analyze
-    from hybridperf.grid import parameter_grid
     from hybridperf.cli.tables import format_table
+    from hybridperf.grid import parameter_grid
 
     models = args.model or list(MODELS)
     grid = parameter_grid(_parse_sets(args.set))
@@ -207,8 +207,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _prediction_rows(args: argparse.Namespace, model: Any) -> Any:
     import pandas as pd
 
-    from hybridperf.grid import parameter_grid
     from hybridperf.errors import HybridperfError
+    from hybridperf.grid import parameter_grid
     from hybridperf.hardware import load_gpu
     from hybridperf.kernel import load_kernel
     from hybridperf.sweep import read_sweep
@@ -239,9 +239,9 @@ def _prediction_rows(args: argparse.Namespace, model: Any) -> Any:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    from hybridperf.cli.tables import format_table
     from hybridperf.learn.model import predict_rows
     from hybridperf.learn.persist import load_model
-    from hybridperf.cli.tables import format_table
 
     model = load_model(args.model)
     rows = _prediction_rows(args, model)
@@ -263,8 +263,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from hybridperf.evaluation.evaluate import evaluate
     from hybridperf.cli.tables import format_table
+    from hybridperf.evaluation.evaluate import evaluate
 
     booster_params = None
     sources = list(args.data)
@@ -391,8 +391,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_datasets(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from hybridperf.datasets import describe_datasets
     from hybridperf.cli.tables import format_table
+    from hybridperf.datasets import describe_datasets
 
     rows = describe_datasets()
     if args.json:
@@ -475,10 +475,10 @@ def cmd_rank(args: argparse.Namespace) -> int:
 
 
 def cmd_suggest(args: argparse.Namespace) -> int:
-    from hybridperf.learn.persist import load_model
-    from hybridperf.sweep import read_sweep
     from hybridperf.cli.tables import format_table
+    from hybridperf.learn.persist import load_model
     from hybridperf.search.measure_next import suggest_next
+    from hybridperf.sweep import read_sweep
 
     res = _rank(args)
     measured = read_sweep(args.measured) if args.measured else None

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from hybridperf.errors import HybridperfError
 from hybridperf.learn.baseline import (
     BASELINE_COLUMN,
     GROUP_COLUMNS,
@@ -18,9 +19,8 @@ from hybridperf.learn.baseline import (
     choose_baselines,
     size_groups,
 )
-from hybridperf.errors import HybridperfError
-from hybridperf.learn.features import BASELINES, size_metric, sweep_features
 from hybridperf.learn.estimator import default_booster
+from hybridperf.learn.features import BASELINES, size_metric, sweep_features
 from hybridperf.learn.model import hybrid_estimator, training_rows
 
 __all__ = ["SPLITS", "Evaluation", "ape_metrics", "evaluate", "size_metric", "split_indices", "topk_scores"]

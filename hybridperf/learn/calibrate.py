@@ -15,8 +15,8 @@ from scipy.optimize import minimize
 
 from hybridperf.analytical.run import analyze
 from hybridperf.errors import HybridperfError
-from hybridperf.learn.features import param_columns
 from hybridperf.hardware import _MODEL_KEYS, _SPEC_KEYS, GPUSpec, load_gpu
+from hybridperf.learn.features import param_columns
 from hybridperf.learn.model import training_rows
 
 __all__ = ["DEFAULT_BOUNDS", "Calibration", "calibrate_gpu", "write_gpu_spec"]

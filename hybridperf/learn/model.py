@@ -12,6 +12,9 @@ import pandas as pd
 from sklearn.base import clone
 
 from hybridperf.analytical.mwp_cwp import REGIMES
+from hybridperf.errors import HybridperfError
+from hybridperf.hardware import load_gpu
+from hybridperf.kernel import load_kernel
 from hybridperf.learn.baseline import (
     BASELINE_COLUMN,
     GROUP_COLUMNS,
@@ -20,16 +23,13 @@ from hybridperf.learn.baseline import (
     choose_baselines,
     size_groups,
 )
-from hybridperf.errors import HybridperfError
+from hybridperf.learn.estimator import HybridRegressor, default_booster
 from hybridperf.learn.features import (
     FEATURE_VERSION,
     baseline_column,
     size_metric,
     sweep_features,
 )
-from hybridperf.hardware import load_gpu
-from hybridperf.learn.estimator import HybridRegressor, default_booster
-from hybridperf.kernel import load_kernel
 
 __all__ = ["TrainedModel", "hybrid_estimator", "predict_rows", "train_model", "training_rows"]
 

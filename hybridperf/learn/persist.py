@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from hybridperf.errors import HybridperfError
-from hybridperf.learn.features import FEATURE_VERSION
 from hybridperf.learn.estimator import MODES, HybridRegressor
+from hybridperf.learn.features import FEATURE_VERSION
 from hybridperf.learn.model import TrainedModel
 
 __all__ = ["FORMAT", "ModelFileError", "load_model", "save_model"]

@@ -10,6 +10,7 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.special import ndtr, ndtri
 
+from hybridperf.errors import HybridperfError
 from hybridperf.learn.baseline import (
     BASELINE_COLUMN,
     GROUP_COLUMNS,
@@ -17,9 +18,8 @@ from hybridperf.learn.baseline import (
     add_group_ids,
     choose_baselines,
 )
-from hybridperf.errors import HybridperfError
-from hybridperf.learn.features import sweep_features
 from hybridperf.learn.estimator import HybridRegressor, default_booster
+from hybridperf.learn.features import sweep_features
 from hybridperf.learn.model import TrainedModel, predict_rows, train_model, training_rows
 
 __all__ = [

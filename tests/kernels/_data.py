@@ -1,19 +1,9 @@
-"""Paths to the real-kernel fixtures and to the shared raw data (tests skip when it is absent)."""
+"""The real-data kernels the descriptor tests cover (paths come from tests.paths)."""
 from __future__ import annotations
 
-from pathlib import Path
+from tests.paths import KTT_FIXTURES as FIXTURES
+from tests.paths import RAW, SWEEP_FIXTURES, raw
 
-import pytest
+__all__ = ["FIXTURES", "RAW", "REAL_KERNELS", "SWEEP_FIXTURES", "raw"]
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ktt"
-SWEEP_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sweeps"
-RAW = Path(__file__).resolve().parents[3] / "shared" / "data" / "raw"
 REAL_KERNELS = ("clblast-xgemm", "neusight-gemm", "kt-convolution", "kt-dedispersion", "ktt-coulomb-sum-3d")
-
-
-def raw(*parts: str) -> Path:
-    """A file under ../shared/data/raw, or skip the test with the reason."""
-    path = RAW.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} not present (shared raw data is only available next to the checkout)")
-    return path

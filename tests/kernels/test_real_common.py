@@ -1,17 +1,16 @@
 """Every real-kernel descriptor loads, evaluates on its defaults and runs through all analytical models."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from hybridperf.analytical.run import analyze
 from hybridperf.kernel import PROFILE_FIELDS, load_kernel
+from tests.paths import REPO
 
 from ._data import REAL_KERNELS
 
-KERNEL_DIR = Path(__file__).resolve().parents[2] / "hybridperf" / "kernels"
+KERNEL_DIR = REPO / "hybridperf" / "kernels"
 
 
 @pytest.mark.parametrize("name", REAL_KERNELS)

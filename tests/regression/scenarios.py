@@ -7,13 +7,14 @@ meant to change numbers (``python -m tests.regression.make_reference``), and say
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
+ROOT = REPO
 DEFAULT_MODEL = ROOT / "models" / "default.json"
 
 
@@ -43,8 +44,8 @@ def default_model_predictions() -> dict[str, Any]:
 
 
 def trained_titanv() -> dict[str, Any]:
-    from hybridperf.grid import parameter_grid
     from hybridperf.datasets import load_dataset
+    from hybridperf.grid import parameter_grid
     from hybridperf.learn.model import predict_rows, train_model
 
     model = train_model(load_dataset("titanv-seed004"))
@@ -116,8 +117,8 @@ def tuned_titanv() -> dict[str, Any]:
 
 
 def calibrate_titanv() -> dict[str, Any]:
-    from hybridperf.learn.calibrate import calibrate_gpu
     from hybridperf.datasets import load_dataset
+    from hybridperf.learn.calibrate import calibrate_gpu
 
     cal = calibrate_gpu(load_dataset("titanv-seed004"), "titan-v", model="mwp-cwp", max_rows=60)
     return {"fitted": dict(cal.fitted), "after": cal.log_rmse_after}

@@ -36,7 +36,12 @@ from hybridperf.advise.gpa.report import (
     format_report,
     report_to_dict,
 )
-from hybridperf.advise.gpa.samples import InstructionSamples, SampleTable, read_plain_csv, read_samples
+from hybridperf.advise.gpa.samples import (
+    InstructionSamples,
+    SampleTable,
+    read_plain_csv,
+    read_samples,
+)
 from hybridperf.advise.gpa.sass import Instruction, Predicate, parse_sass
 
 __all__ = [

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 from hybridperf.errors import HybridperfError
 from hybridperf.importers import FORMATS, import_to_file
 from hybridperf.sweep import read_sweep, validate_sweep
-
-from ._paths import FIXTURES
+from tests.paths import SWEEP_FIXTURES, TITANV_SWEEP
 
 FUZZ = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 AIWC_GPUS = ["geforce-gtx-1080", "tesla-k20c", "core-i7-6700k"]
@@ -26,11 +25,11 @@ OPTIONS: dict[str, dict[str, Any]] = {
             "drop": []},
 }
 SOURCES = {
-    "kernel-tuner": FIXTURES / "kt_convolution_a100.json",
-    "ktt": FIXTURES / "ktt_coulomb_gtx1070.json",
-    "uci-sgemm": FIXTURES / "uci_sgemm_head.csv",
-    "neusight": FIXTURES / "neusight" / "ln" / "p2.1.0" / "Tesla P4.csv",
-    "aiwc": FIXTURES / "aiwc_full_dat_cut.csv",
+    "kernel-tuner": SWEEP_FIXTURES / "kt_convolution_a100.json",
+    "ktt": SWEEP_FIXTURES / "ktt_coulomb_gtx1070.json",
+    "uci-sgemm": SWEEP_FIXTURES / "uci_sgemm_head.csv",
+    "neusight": SWEEP_FIXTURES / "neusight" / "ln" / "p2.1.0" / "Tesla P4.csv",
+    "aiwc": SWEEP_FIXTURES / "aiwc_full_dat_cut.csv",
 }
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-10**6, 10**21) | st.floats(allow_nan=True) | st.text(max_size=8),
@@ -151,7 +150,7 @@ def test_read_sweep_on_garbage(data, suffix) -> None:
 @given(col=st.sampled_from(["kernel", "gpu", "size.N", "time_ms", "repeats", "status", "reason"]),
        row=st.integers(0, 77), value=st.text(max_size=5) | st.sampled_from(["", "-1", "0", "inf", "nan", "1e999"]))
 def test_read_sweep_with_a_bad_cell(col, row, value) -> None:
-    src = Path(__file__).resolve().parents[2] / "datasets" / "titanv-seed004" / "sweep.csv"
+    src = TITANV_SWEEP
     import pandas as pd
 
     df = pd.read_csv(src, dtype=str, keep_default_na=False)

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from hybridperf.cli import main
+from hybridperf.evaluation.reproduce import run_checks
 from hybridperf.hardware import list_gpus
 from hybridperf.kernel import list_kernels
-from hybridperf.evaluation.reproduce import run_checks
 
 REQUIRED_IDS = {"mwp-cwp-table2", "ryoo-efficiency", "ryoo-utilization", "occupancy-cc86", "occupancy-8800gtx",
                 "scaled-counts-matvec", "scaled-counts-dot", "scaled-counts-vecadd", "scaled-counts-matadd"}

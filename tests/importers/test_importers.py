@@ -13,15 +13,14 @@ from hybridperf.errors import SweepError
 from hybridperf.importers import FORMATS, import_sweep, import_to_file
 from hybridperf.importers.aiwc import GPU_DEVICES
 from hybridperf.sweep import read_sweep, summarize_sweep
-
-from ._paths import FIXTURES, stem
+from tests.paths import SWEEP_FIXTURES, stem
 
 AIWC_GPUS = ["geforce-gtx-1080", "tesla-k20c", "core-i7-6700k"]
 
 
 def test_ktt_rtx2080ti_counters_and_units() -> None:
-    doc = json.loads((FIXTURES / "ktt_coulomb_rtx2080ti.json").read_text())
-    df = import_sweep(FIXTURES / "ktt_coulomb_rtx2080ti.json", "ktt", sizes={"grid": 256})
+    doc = json.loads((SWEEP_FIXTURES / "ktt_coulomb_rtx2080ti.json").read_text())
+    df = import_sweep(SWEEP_FIXTURES / "ktt_coulomb_rtx2080ti.json", "ktt", sizes={"grid": 256})
     assert len(df) == 4 and (df["status"] == "ok").all() and set(df["kernel"]) == {"ktt-coulomb-sum-3d"}
     assert set(df["gpu"]) == {stem("NVIDIA GeForce RTX 2080 Ti")}
     first = doc["Results"][0]
@@ -36,8 +35,8 @@ def test_ktt_rtx2080ti_counters_and_units() -> None:
 
 
 def test_ktt_repeated_results_are_pooled() -> None:
-    doc = json.loads((FIXTURES / "ktt_coulomb_gtx1070.json").read_text())
-    df = import_sweep(FIXTURES / "ktt_coulomb_gtx1070.json", "ktt")
+    doc = json.loads((SWEEP_FIXTURES / "ktt_coulomb_gtx1070.json").read_text())
+    df = import_sweep(SWEEP_FIXTURES / "ktt_coulomb_gtx1070.json", "ktt")
     configs = {tuple((c["Name"], c["Value"]) for c in r["Configuration"]) for r in doc["Results"]}
     assert len(df) == len(configs) == 9 and int(df["repeats"].sum()) == len(doc["Results"]) == 12
     twice = df[df["repeats"] == 2].iloc[0]
@@ -47,8 +46,8 @@ def test_ktt_repeated_results_are_pooled() -> None:
 
 
 def test_ktt_time_units(tmp_path) -> None:
-    doc = json.loads((FIXTURES / "ktt_coulomb_rtx2080ti.json").read_text())
-    ref = import_sweep(FIXTURES / "ktt_coulomb_rtx2080ti.json", "ktt")
+    doc = json.loads((SWEEP_FIXTURES / "ktt_coulomb_rtx2080ti.json").read_text())
+    ref = import_sweep(SWEEP_FIXTURES / "ktt_coulomb_rtx2080ti.json", "ktt")
     doc["Metadata"]["TimeUnit"] = "Nanoseconds"
     (tmp_path / "ns.json").write_text(json.dumps(doc))
     ns = import_sweep(tmp_path / "ns.json", "ktt")
@@ -65,7 +64,7 @@ def test_ktt_time_units(tmp_path) -> None:
 
 
 def test_ktt_failed_results(tmp_path) -> None:
-    doc = json.loads((FIXTURES / "ktt_coulomb_rtx2080ti.json").read_text())
+    doc = json.loads((SWEEP_FIXTURES / "ktt_coulomb_rtx2080ti.json").read_text())
     doc["Results"][1]["Status"] = "CompilationFailed"
     doc["Results"][2]["Status"] = "DeviceLimitsExceeded"
     (tmp_path / "f.json").write_text(json.dumps(doc))
@@ -75,8 +74,8 @@ def test_ktt_failed_results(tmp_path) -> None:
 
 
 def test_uci_sgemm_csv_and_zip(tmp_path) -> None:
-    raw = pd.read_csv(FIXTURES / "uci_sgemm_head.csv")
-    df = import_sweep(FIXTURES / "uci_sgemm_head.csv", "uci-sgemm")
+    raw = pd.read_csv(SWEEP_FIXTURES / "uci_sgemm_head.csv")
+    df = import_sweep(SWEEP_FIXTURES / "uci_sgemm_head.csv", "uci-sgemm")
     runs = raw.filter(like="Run").to_numpy()
     assert len(df) == len(raw) == 40 and (df["status"] == "ok").all() and (df["repeats"] == 4).all()
     assert df["time_ms"].to_numpy() == pytest.approx(np.median(runs, axis=1))
@@ -86,12 +85,12 @@ def test_uci_sgemm_csv_and_zip(tmp_path) -> None:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("__MACOSX/._sgemm_product.csv", b"junk")
-        zf.writestr("sgemm_product.csv", (FIXTURES / "uci_sgemm_head.csv").read_bytes())
+        zf.writestr("sgemm_product.csv", (SWEEP_FIXTURES / "uci_sgemm_head.csv").read_bytes())
     (tmp_path / "u.zip").write_bytes(buf.getvalue())
     pd.testing.assert_frame_equal(import_sweep(tmp_path / "u.zip", "uci-sgemm"), df)
-    (tmp_path / "us.csv").write_text((FIXTURES / "uci_sgemm_head.csv").read_text().replace("(ms)", "(us)"))
+    (tmp_path / "us.csv").write_text((SWEEP_FIXTURES / "uci_sgemm_head.csv").read_text().replace("(ms)", "(us)"))
     assert import_sweep(tmp_path / "us.csv", "uci-sgemm")["time_ms"].to_numpy() == pytest.approx(df["time_ms"] / 1000)
-    (tmp_path / "h.csv").write_text((FIXTURES / "uci_sgemm_head.csv").read_text().replace("(ms)", "(hours)"))
+    (tmp_path / "h.csv").write_text((SWEEP_FIXTURES / "uci_sgemm_head.csv").read_text().replace("(ms)", "(hours)"))
     with pytest.raises(SweepError, match="unknown time unit 'hours'"):
         import_sweep(tmp_path / "h.csv", "uci-sgemm")
     (tmp_path / "m.csv").write_text(raw.drop(columns="SA").to_csv(index=False))
@@ -100,7 +99,7 @@ def test_uci_sgemm_csv_and_zip(tmp_path) -> None:
 
 
 def test_uci_rows_without_runs_are_failed_not_dropped(tmp_path) -> None:
-    raw = pd.read_csv(FIXTURES / "uci_sgemm_head.csv")
+    raw = pd.read_csv(SWEEP_FIXTURES / "uci_sgemm_head.csv")
     raw.iloc[3, 14:] = np.nan
     raw.iloc[4, 15] = -1.0
     raw.to_csv(tmp_path / "x.csv", index=False)
@@ -110,7 +109,7 @@ def test_uci_rows_without_runs_are_failed_not_dropped(tmp_path) -> None:
 
 def test_neusight_folder() -> None:
     with pytest.warns(UserWarning, match="merged 2 repeated measurements"):
-        df = import_sweep(FIXTURES / "neusight", "neusight")
+        df = import_sweep(SWEEP_FIXTURES / "neusight", "neusight")
     s = summarize_sweep(df)
     assert (s.rows, s.ok) == (10 + 6 + 4, 20) and s.gpus == (stem("Tesla P4"),)
     assert set(df["kernel"]) == {"neusight-gemm", "neusight-ln", "neusight-conv"}
@@ -119,7 +118,7 @@ def test_neusight_folder() -> None:
     assert {"size.B", "size.M", "size.N", "size.K", "size.H", "size.Kernel_Size", "size.Input_Channel"} <= set(df)
     ln = df[df["kernel"] == "neusight-ln"]
     assert sorted(ln["repeats"].tolist()) == [1, 1, 1, 1, 2, 2]
-    raw = pd.read_csv(FIXTURES / "neusight" / "ln" / "p2.1.0" / "Tesla P4.csv")
+    raw = pd.read_csv(SWEEP_FIXTURES / "neusight" / "ln" / "p2.1.0" / "Tesla P4.csv")
     pair = raw[(raw["B"] == 116) & (raw["H"] == 328)]["Latency"]
     row = ln[(ln["size.B"] == 116) & (ln["size.H"] == 328)].iloc[0]
     assert row["time_ms"] == pytest.approx(pair.median()) and row["time_max_ms"] == pair.max()
@@ -128,7 +127,7 @@ def test_neusight_folder() -> None:
 
 
 def test_neusight_single_file_and_ops(tmp_path) -> None:
-    bmm = FIXTURES / "neusight" / "bmm" / "p2.1.0" / "Tesla P4.csv"
+    bmm = SWEEP_FIXTURES / "neusight" / "bmm" / "p2.1.0" / "Tesla P4.csv"
     df = import_sweep(bmm, "neusight")
     raw = pd.read_csv(bmm)
     assert len(df) == 10 and df["time_ms"].tolist() == raw["Latency"].tolist()
@@ -140,10 +139,10 @@ def test_neusight_single_file_and_ops(tmp_path) -> None:
 
 
 def test_aiwc_runs_become_configs() -> None:
-    raw = pd.read_csv(FIXTURES / "aiwc_full_dat_cut.csv")
+    raw = pd.read_csv(SWEEP_FIXTURES / "aiwc_full_dat_cut.csv")
     with pytest.raises(SweepError, match="no spec"):
-        import_sweep(FIXTURES / "aiwc_full_dat_cut.csv", "aiwc")
-    df = import_sweep(FIXTURES / "aiwc_full_dat_cut.csv", "aiwc", known_gpus=AIWC_GPUS)
+        import_sweep(SWEEP_FIXTURES / "aiwc_full_dat_cut.csv", "aiwc")
+    df = import_sweep(SWEEP_FIXTURES / "aiwc_full_dat_cut.csv", "aiwc", known_gpus=AIWC_GPUS)
     groups = raw.groupby(["application", "kernel", "size", "device"])
     assert len(df) == groups.ngroups == 12 and int(df["repeats"].sum()) == len(raw)
     row = df[(df["kernel"] == "aiwc-lud-lud_diagonal") & (df["gpu"] == "tesla-k20c") & (df["size.class"] == 1)].iloc[0]
@@ -151,12 +150,12 @@ def test_aiwc_runs_become_configs() -> None:
     assert row["time_ms"] == pytest.approx(ref.median() / 1000) and row["info.size_class"] == "tiny"
     assert row["counter.aiwc_total_instruction_count"] > 0
     with pytest.warns(UserWarning, match="left out 18 of 52 rows"):
-        gpus = import_sweep(FIXTURES / "aiwc_full_dat_cut.csv", "aiwc", devices=GPU_DEVICES, known_gpus=AIWC_GPUS)
+        gpus = import_sweep(SWEEP_FIXTURES / "aiwc_full_dat_cut.csv", "aiwc", devices=GPU_DEVICES, known_gpus=AIWC_GPUS)
     assert len(gpus) == 8 and gpus.attrs["provenance"]["aiwc"]["rows_left_out_by_device"] == 18
 
 
 def test_aiwc_unknown_size_class(tmp_path) -> None:
-    raw = pd.read_csv(FIXTURES / "aiwc_full_dat_cut.csv")
+    raw = pd.read_csv(SWEEP_FIXTURES / "aiwc_full_dat_cut.csv")
     raw.loc[0, "size"] = "huge"
     raw.to_csv(tmp_path / "a.csv", index=False)
     with pytest.raises(SweepError, match="unknown size class 'huge'"):
@@ -194,18 +193,18 @@ def test_plain_csv_errors(tmp_path) -> None:
 def test_import_api(tmp_path) -> None:
     assert sorted(FORMATS) == ["aiwc", "csv", "kernel-tuner", "ktt", "neusight", "uci-sgemm"]
     with pytest.raises(SweepError, match="unknown import format 'xls'; use one of"):
-        import_sweep(FIXTURES / "uci_sgemm_head.csv", "xls")
+        import_sweep(SWEEP_FIXTURES / "uci_sgemm_head.csv", "xls")
     with pytest.raises(SweepError, match="unknown option 'gpus' for format 'ktt'; allowed: kernel, gpu"):
-        import_sweep(FIXTURES / "ktt_coulomb_gtx1070.json", "ktt", gpus="x")
+        import_sweep(SWEEP_FIXTURES / "ktt_coulomb_gtx1070.json", "ktt", gpus="x")
     with pytest.raises(SweepError, match="unknown kernel 'kt-convolution'"):
-        import_sweep(FIXTURES / "kt_convolution_a100.json", "kernel-tuner", known_kernels=["clblast-xgemm"])
+        import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner", known_kernels=["clblast-xgemm"])
     with pytest.raises(SweepError, match="no such file"):
         import_sweep(tmp_path / "nope.json", "ktt")
 
 
 @pytest.mark.parametrize("out", ["u.parquet", "u.csv", "u.csv.gz"])
 def test_import_to_file(tmp_path, out) -> None:
-    df = import_to_file(FIXTURES / "uci_sgemm_head.csv", "uci-sgemm", tmp_path / out,
+    df = import_to_file(SWEEP_FIXTURES / "uci_sgemm_head.csv", "uci-sgemm", tmp_path / out,
                         provenance={"command": "hybridperf import ...", "licence": "CC-BY-4.0"})
     back = read_sweep(tmp_path / out)
     pd.testing.assert_frame_equal(back, df, check_dtype=False)
@@ -219,7 +218,7 @@ def test_import_to_file_failure_writes_nothing(tmp_path) -> None:
         with pytest.raises(SweepError):
             import_to_file(tmp_path / "bad.json", "ktt", tmp_path / out)
     with pytest.raises(SweepError, match="unknown sweep file type"):
-        import_to_file(FIXTURES / "uci_sgemm_head.csv", "uci-sgemm", tmp_path / "o.txt")
+        import_to_file(SWEEP_FIXTURES / "uci_sgemm_head.csv", "uci-sgemm", tmp_path / "o.txt")
     with pytest.raises(SweepError, match="does not exist"):
-        import_to_file(FIXTURES / "uci_sgemm_head.csv", "uci-sgemm", tmp_path / "d" / "o.csv")
+        import_to_file(SWEEP_FIXTURES / "uci_sgemm_head.csv", "uci-sgemm", tmp_path / "d" / "o.csv")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]

@@ -13,8 +13,7 @@ import pytest
 from hybridperf.importers import import_sweep
 from hybridperf.importers.aiwc import GPU_DEVICES
 from hybridperf.sweep import summarize_sweep
-
-from ._paths import RAW, REPO, needs_raw, stem
+from tests.paths import RAW, REPO, needs_raw, stem
 
 pytestmark = needs_raw
 HUB = "kt-benchmark-hub/cachefiles"

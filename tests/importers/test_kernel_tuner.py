@@ -10,8 +10,7 @@ import pytest
 from hybridperf.errors import SweepError
 from hybridperf.importers import export_kernel_tuner, import_sweep
 from hybridperf.sweep import summarize_sweep
-
-from ._paths import FIXTURES, stem
+from tests.paths import SWEEP_FIXTURES, stem
 
 
 def counts(df: pd.DataFrame) -> tuple[int, int, int, int]:
@@ -33,12 +32,12 @@ def source_counts(path) -> tuple[int, int, int, int]:
 @pytest.mark.parametrize("name", ["kt_convolution_a100.json", "kt_gemm_rtx2080ti.json",
                                   "kt_pnpoly_rtx3060.json", "kt_expdist_a4000_open.json"])
 def test_fixture_counts_match_the_source(name) -> None:
-    assert counts(import_sweep(FIXTURES / name, "kernel-tuner")) == source_counts(FIXTURES / name)
+    assert counts(import_sweep(SWEEP_FIXTURES / name, "kernel-tuner")) == source_counts(SWEEP_FIXTURES / name)
 
 
 def test_convolution_cut() -> None:
-    df = import_sweep(FIXTURES / "kt_convolution_a100.json", "kernel-tuner")
-    doc = json.loads((FIXTURES / "kt_convolution_a100.json").read_text())
+    df = import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner")
+    doc = json.loads((SWEEP_FIXTURES / "kt_convolution_a100.json").read_text())
     first = next(iter(doc["cache"].values()))
     assert counts(df) == (12, 8, 4, 0)
     assert set(df["kernel"]) == {"kt-convolution"} and set(df["gpu"]) == {stem("NVIDIA A100-PCIE-40GB")}
@@ -56,18 +55,18 @@ def test_convolution_cut() -> None:
 
 
 def test_older_schema_without_objective_and_integer_problem_size() -> None:
-    gemm = import_sweep(FIXTURES / "kt_gemm_rtx2080ti.json", "kernel-tuner", sizes={"K": 4096})
+    gemm = import_sweep(SWEEP_FIXTURES / "kt_gemm_rtx2080ti.json", "kernel-tuner", sizes={"K": 4096})
     assert counts(gemm) == (6, 6, 0, 0) and set(gemm["kernel"]) == {"clblast-xgemm"}
     assert [c for c in gemm.columns if c.startswith("size.")] == ["size.M", "size.N", "size.K"]
     assert gemm.attrs["provenance"]["kernel_tuner"]["schema_version"] == "unversioned"
-    pn = import_sweep(FIXTURES / "kt_pnpoly_rtx3060.json", "kernel-tuner")
+    pn = import_sweep(SWEEP_FIXTURES / "kt_pnpoly_rtx3060.json", "kernel-tuner")
     assert counts(pn) == (7, 5, 2, 0) and (pn["size.N"] == 20_000_000).all()
-    named = import_sweep(FIXTURES / "kt_pnpoly_rtx3060.json", "kernel-tuner", size_names=["points"], kernel="my-pnpoly")
+    named = import_sweep(SWEEP_FIXTURES / "kt_pnpoly_rtx3060.json", "kernel-tuner", size_names=["points"], kernel="my-pnpoly")
     assert "size.points" in named and set(named["kernel"]) == {"my-pnpoly"}
 
 
 def test_open_cache_is_closed_like_kernel_tuner_does() -> None:
-    df = import_sweep(FIXTURES / "kt_expdist_a4000_open.json", "kernel-tuner", sizes={"M": 32768, "N": 32768})
+    df = import_sweep(SWEEP_FIXTURES / "kt_expdist_a4000_open.json", "kernel-tuner", sizes={"M": 32768, "N": 32768})
     assert counts(df) == (5, 3, 2, 0)
     assert set(df.loc[df["status"] == "failed", "reason"]) == {"CompilationFailedConfig"}
     assert "open (unfinished) cache" in df.attrs["provenance"]["notes"][0]
@@ -108,7 +107,7 @@ def test_malformed_entries(tmp_path, entries, words) -> None:
 
 
 def test_truncated_inside_an_entry(tmp_path) -> None:
-    text = (FIXTURES / "kt_convolution_a100.json").read_text()
+    text = (SWEEP_FIXTURES / "kt_convolution_a100.json").read_text()
     (tmp_path / "t.json").write_text(text[: len(text) // 2])
     with pytest.raises(SweepError, match="not valid JSON .*delete that line"):
         import_sweep(tmp_path / "t.json", "kernel-tuner")
@@ -116,10 +115,10 @@ def test_truncated_inside_an_entry(tmp_path) -> None:
 
 @pytest.mark.parametrize("name", ["kt_convolution_a100.json", "kt_expdist_a4000_open.json", "kt_pnpoly_rtx3060.json"])
 def test_export_round_trip(tmp_path, name) -> None:
-    df = import_sweep(FIXTURES / name, "kernel-tuner")
+    df = import_sweep(SWEEP_FIXTURES / name, "kernel-tuner")
     out = export_kernel_tuner(df, tmp_path / "replay.json", timestamp="2024-01-01 00:00:00+00:00")
     doc = json.loads(out.read_text())
-    src = json.loads((FIXTURES / name).read_text().rstrip().rstrip(",") + ("}}" if "open" in name else ""))
+    src = json.loads((SWEEP_FIXTURES / name).read_text().rstrip().rstrip(",") + ("}}" if "open" in name else ""))
     # Kernel Tuner accepts a cache for replay only if these match the original run.
     for key in ("device_name", "kernel_name", "tune_params_keys"):
         assert doc[key] == src[key]
@@ -131,7 +130,7 @@ def test_export_round_trip(tmp_path, name) -> None:
 
 
 def test_export_needs_one_kernel_gpu_and_size(tmp_path) -> None:
-    df = import_sweep(FIXTURES / "kt_convolution_a100.json", "kernel-tuner")
+    df = import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner")
     two = pd.concat([df, df.assign(gpu=stem("rtx-a4000"))], ignore_index=True)
     with pytest.raises(SweepError, match="2 values in 'gpu'; export one at a time"):
         export_kernel_tuner(two, tmp_path / "x.json")

@@ -8,9 +8,9 @@ from hybridperf.analytical.roofline import roofline
 from hybridperf.analytical.ryoo import ryoo_metrics
 from hybridperf.analytical.scaled_counts import calibrate_adjusting_weight, scaled_counts
 from hybridperf.errors import HybridperfError
+from hybridperf.evaluation.reproduce import seed004_tables
 from hybridperf.hardware import load_gpu
 from hybridperf.kernel import load_kernel
-from hybridperf.evaluation.reproduce import seed004_tables
 
 
 def test_ryoo_golden_seed003() -> None:

@@ -9,8 +9,7 @@ import pytest
 from hybridperf.datasets import datasets_dir, describe_datasets, list_datasets, load_dataset
 from hybridperf.errors import SweepError
 from hybridperf.sweep import read_provenance, validate_sweep, write_sweep
-
-from ._paths import REPO, stem
+from tests.paths import REPO, stem
 
 SHIPPED = {
     # name: (rows, ok, failed, invalid)

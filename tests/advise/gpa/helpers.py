@@ -4,8 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from hybridperf.advise.gpa import InstructionSamples, SampleTable
+from tests.paths import GPA_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpa"
+FIXTURES = GPA_FIXTURES
 PLAIN_CASES = ("raw_across_blocks", "predicate", "barrier", "war", "sync", "loop")
 
 

@@ -18,8 +18,7 @@ from hybridperf.sweep import (
     validate_sweep,
     write_sweep,
 )
-
-from ._paths import REPO, stem
+from tests.paths import REPO, stem
 
 GPU = stem("titan-v")
 KNOWN = {"known_kernels": ["seed004-matvec", "k"], "known_gpus": [GPU]}

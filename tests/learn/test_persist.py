@@ -10,8 +10,9 @@ import pytest
 
 from hybridperf.learn.model import predict_rows, train_model
 from hybridperf.learn.persist import ModelFileError, load_model, save_model
+from tests.paths import TITANV_SWEEP
 
-SWEEP = Path(__file__).resolve().parents[2] / "datasets" / "titanv-seed004" / "sweep.csv"
+SWEEP = TITANV_SWEEP
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import pytest
 
 from hybridperf.errors import HybridperfError
 from hybridperf.learn.model import predict_rows
-from hybridperf.search.rank import rank_configs
 from hybridperf.search.measure_next import (
     FeaturePool,
     expected_improvement,
@@ -18,6 +17,7 @@ from hybridperf.search.measure_next import (
     suggest_next,
     update,
 )
+from hybridperf.search.rank import rank_configs
 
 from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
 

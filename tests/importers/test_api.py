@@ -7,8 +7,7 @@ import pytest
 
 from hybridperf.errors import HybridperfError
 from hybridperf.importers import import_sweep
-
-from ._paths import FIXTURES
+from tests.paths import SWEEP_FIXTURES
 
 MODULES = ["hybridperf.sweep", "hybridperf.datasets", "hybridperf.importers", "hybridperf.importers.kernel_tuner",
            "hybridperf.importers.ktt", "hybridperf.importers.uci_sgemm", "hybridperf.importers.neusight",
@@ -26,21 +25,21 @@ def test_all_is_sorted_and_resolves(name) -> None:
 
 
 def test_progress_bar_goes_to_stderr_and_can_be_disabled(capsys) -> None:
-    import_sweep(FIXTURES / "kt_convolution_a100.json", "kernel-tuner", progress=True)
+    import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner", progress=True)
     out, err = capsys.readouterr()
     assert out == "" and "kernel-tuner" in err
-    import_sweep(FIXTURES / "kt_convolution_a100.json", "kernel-tuner", progress=False)
+    import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner", progress=False)
     assert capsys.readouterr() == ("", "")
 
 
 def test_text_options_as_the_command_line_gives_them(tmp_path) -> None:
-    df = import_sweep(FIXTURES / "kt_gemm_rtx2080ti.json", "kernel-tuner", sizes="K=4096", progress="false")
+    df = import_sweep(SWEEP_FIXTURES / "kt_gemm_rtx2080ti.json", "kernel-tuner", sizes="K=4096", progress="false")
     assert (df["size.K"] == 4096).all()
-    ns = import_sweep(FIXTURES / "neusight" / "bmm" / "p2.1.0" / "Tesla P4.csv", "neusight", ops="bmm,linear")
+    ns = import_sweep(SWEEP_FIXTURES / "neusight" / "bmm" / "p2.1.0" / "Tesla P4.csv", "neusight", ops="bmm,linear")
     assert len(ns) == 10
     (tmp_path / "r.csv").write_text("n,t\n1,2\n")
     csv = import_sweep(tmp_path / "r.csv", "csv", mapping="n=size.N,t=time_ms", kernel="k", gpu="titan-v")
     assert csv["time_ms"].tolist() == [2.0]
     for bad in ({"sizes": "K"}, {"sizes": "K=big"}, {"progress": "maybe"}):
         with pytest.raises(HybridperfError, match="option"):
-            import_sweep(FIXTURES / "kt_gemm_rtx2080ti.json", "kernel-tuner", **bad)
+            import_sweep(SWEEP_FIXTURES / "kt_gemm_rtx2080ti.json", "kernel-tuner", **bad)

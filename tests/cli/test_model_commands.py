@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from hybridperf.cli import main
+from tests.paths import GPA_FIXTURES, TITANV_SWEEP
 
-SWEEP = str(Path(__file__).resolve().parents[2] / "datasets" / "titanv-seed004" / "sweep.csv")
+SWEEP = str(TITANV_SWEEP)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def test_errors_exit_2(argv, message, capsys, tmp_path, monkeypatch) -> None:
 
 
 def test_advise_with_gpa_samples(capsys) -> None:
-    samples = Path(__file__).resolve().parents[1] / "fixtures" / "gpa" / "loop" / "samples.csv"
+    samples = GPA_FIXTURES / "loop" / "samples.csv"
     assert main(["advise", "--gpu", "v100", "--kernel", "matvec", "--set", "N=4096", "--samples", str(samples)]) == 0
     out = capsys.readouterr().out
     assert "GPA" in out and "Loop Unrolling" in out and "estimated speedup" in out

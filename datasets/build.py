@@ -17,7 +17,8 @@ sys.path.insert(0, str(HERE.parent))
 from hybridperf.hardware import gpu_names
 from hybridperf.importers import import_sweep
 from hybridperf.importers.aiwc import GPU_DEVICES
-from hybridperf.sweep import _validate, noise_floor, summarize_sweep, write_sweep
+from hybridperf.sweep import _validate, noise_floor, summarize_sweep
+from hybridperf.sweepfile import write_sweep
 
 # (repository, commit, licence, licence file under RAW, whether shared/ gzip'd the files)
 Origin = tuple[str, str, str, "str | None", bool]
@@ -272,7 +273,7 @@ def _readme(spec: DatasetSpec, data: pd.DataFrame, prov: dict[str, Any], size: i
     commits = sorted({(r["repo"], r["commit"]) for r in prov["sources"]})
     lines += ["", "Repository and commit: " + "; ".join(f"{repo} @ `{c}`" for repo, c in commits) + ".",
               ("Per-file sha256, importer options and warnings are stored in the Parquet metadata "
-              "(`hybridperf.sweep.read_provenance`)."), ""]
+              "(`hybridperf.sweepfile.read_provenance`)."), ""]
     return "\n".join(lines)
 
 

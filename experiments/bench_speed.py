@@ -19,8 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, header, md_table  # noqa: E402
 
 from hybridperf.datasets import load_dataset  # noqa: E402
-from hybridperf.learn.model import predict_rows, train_model  # noqa: E402
-from hybridperf.learn.persist import save_model  # noqa: E402
+from hybridperf.learn.model import (  # noqa: E402
+    predict_rows,
+    save_model,  # noqa: E402
+    train_model,
+)
 
 
 def _median_time(fn, repeats: int) -> tuple[float, list[float]]:

@@ -28,9 +28,9 @@ from hybridperf.analytical.run import analyze
 from hybridperf.datasets import load_dataset
 from hybridperf.evaluation.evaluate import evaluate
 from hybridperf.kernel import load_kernel
+from hybridperf.search.measure_next import replay, replay_pool
 from hybridperf.search.pareto import pareto_mask, pareto_ranks
 from hybridperf.search.plots import pareto_plot, rank_plot, trajectory_plot
-from hybridperf.search.measure_next import replay, replay_pool
 
 OUT = ROOT / "experiments" / "results"
 SYNTHETIC = ROOT / "tests" / "rank" / "synthetic-10m.toml"

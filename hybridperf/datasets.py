@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,15 +11,12 @@ from typing import Any
 import pandas as pd
 
 from hybridperf.errors import SweepError
-from hybridperf.sweep import (
-    _default_names,
-    noise_floor,
-    read_provenance,
-    read_sweep,
-    summarize_sweep,
-)
+from hybridperf.files import file_sha256
+from hybridperf.sweep import known_names, noise_floor, summarize_sweep
+from hybridperf.sweepfile import read_provenance, read_sweep
 
-__all__ = ["DATA_FILE_NAMES", "DatasetInfo", "datasets_dir", "describe_datasets", "list_datasets", "load_dataset"]
+__all__ = ["DATA_FILE_NAMES", "DatasetInfo", "datasets_dir", "describe_datasets", "list_datasets", "load_dataset",
+           "load_sources"]
 
 # Data file names looked for in a dataset folder, in order; else the folder's only .parquet/.csv.
 DATA_FILE_NAMES = ("sweep.parquet", "sweep.csv", "sweep.csv.gz")
@@ -119,9 +117,29 @@ def load_dataset(name: str, *, root: str | Path | None = None) -> pd.DataFrame:
     """
     info = _info(name, root)
     prov = read_provenance(info.data_path)
-    kernels = (_default_names("kernel") or set()) | set(prov.get("kernels", []))
-    gpus = (_default_names("gpu") or set()) | set(prov.get("gpus", []))
+    kernels = (known_names("kernel") or set()) | set(prov.get("kernels", []))
+    gpus = (known_names("gpu") or set()) | set(prov.get("gpus", []))
     return read_sweep(info.data_path, known_kernels=kernels or None, known_gpus=gpus or None)
+
+
+def load_sources(sources: Sequence[str | Path], *, root: str | Path | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Sweeps named by file path or shipped dataset name, concatenated, and the sha256 of each source
+    (keys: the path, or ``dataset:NAME``) for a model's provenance."""
+    frames, hashes = [], {}
+    for src in sources:
+        if Path(src).is_file():
+            frames.append(read_sweep(src))
+            hashes[str(src)] = file_sha256(src)
+            continue
+        known = {d.name: d for d in list_datasets(root)}
+        if str(src) not in known:
+            raise SweepError(f"{str(src)!r} is neither a sweep file nor a shipped dataset; run 'hybridperf datasets' "
+                             "for the names or check the path")
+        frames.append(load_dataset(str(src), root=root))
+        hashes[f"dataset:{src}"] = file_sha256(known[str(src)].data_path)
+    if not frames:
+        raise SweepError("give at least one sweep file or dataset name (see 'hybridperf datasets')")
+    return pd.concat(frames, ignore_index=True), hashes
 
 
 def _ranges(ranges: dict[str, tuple[float, float, int]]) -> str:
@@ -152,6 +170,6 @@ def describe_datasets(root: str | Path | None = None) -> list[dict[str, Any]]:
             "sizes": _ranges(s.sizes),
             "configs": f"{len(s.configs)} parameters" if len(s.configs) > 4 else _ranges(s.configs),
             "noise_cv_median": noise["cv_median"], "noise_cv_p95": noise["cv_p95"], "noise_configs": noise["configs"],
-            "licence": info.licence, "data_bytes": info.data_bytes,
+            "licence": info.licence, "data_bytes": info.data_bytes, "data_mb": info.data_bytes / 1e6,
         })
     return rows

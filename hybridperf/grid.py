@@ -8,8 +8,11 @@ import numpy as np
 import pandas as pd
 
 from hybridperf.errors import HybridperfError
+from hybridperf.hardware import GPUSpec, load_gpu
+from hybridperf.kernel import KernelDescriptor, load_kernel
+from hybridperf.sweep import launch_rows
 
-__all__ = ["parameter_grid", "parse_assignments", "parse_values"]
+__all__ = ["grid_rows", "parameter_grid", "parse_assignments", "parse_values", "single_values"]
 
 MAX_VALUES = 10_000_000
 _WORDS = {"true": "1", "false": "0"}
@@ -78,3 +81,20 @@ def parameter_grid(values: Mapping[str, Sequence[float]]) -> pd.DataFrame:
     names = list(values)
     rows = list(itertools.product(*(values[n] for n in names))) if names else [()]
     return pd.DataFrame(np.asarray(rows, dtype=np.float64).reshape(len(rows), len(names)), columns=names)
+
+
+def grid_rows(kernel: str | KernelDescriptor, gpu: str | GPUSpec, values: Mapping[str, Sequence[float]]) -> pd.DataFrame:
+    """Sweep rows (kernel, gpu, size.*, config.*) for the Cartesian product of parameter values, e.g.
+    the rows ``hybridperf predict --set ...`` predicts; unset parameters keep the descriptor defaults."""
+    desc, spec = load_kernel(kernel), load_gpu(gpu)
+    return launch_rows(desc.key, spec.key, parameter_grid(values), desc.size_names, desc.config_names)
+
+
+def single_values(values: Mapping[str, Sequence[float]], flag: str = "--set") -> dict[str, float]:
+    """``{name: [v]}`` -> ``{name: v}``; a HybridperfError where a name has several values (one problem size)."""
+    out: dict[str, float] = {}
+    for name, vals in values.items():
+        if len(vals) != 1:
+            raise HybridperfError(f"{flag} {name}: give one value (one problem size at a time), got {len(vals)}")
+        out[name] = float(vals[0])
+    return out

@@ -10,15 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from hybridperf.errors import SpecError, UnknownGPUError
-from hybridperf.tomlfile import read_toml
+from hybridperf.tomlfile import check_unique_names, read_toml
 
 __all__ = [
+    "MODEL_KEYS",
+    "SPEC_KEYS",
     "CCLimits",
     "GPUSpec",
     "gpu_names",
     "list_gpus",
     "load_cc_limits",
     "load_gpu",
+    "normalize_name",
 ]
 
 FORMAT_VERSION = 1
@@ -35,6 +38,7 @@ class CCLimits:
 
     compute_capability: str
     warp_size: int
+    warp_schedulers_per_sm: int
     max_threads_per_block: int
     max_threads_per_sm: int
     max_warps_per_sm: int
@@ -66,12 +70,13 @@ class CCLimits:
                 )
 
 
+_SHIPPED_DIR = Path(str(resources.files("hybridperf") / "gpus"))
 _CC_INT_KEYS = tuple(f.name for f in dataclasses.fields(CCLimits) if f.type == "int")
-_SPEC_KEYS = (
+SPEC_KEYS = (
     "sm_count", "core_clock_mhz", "dram_bandwidth_gbs", "memory_gib", "l2_cache_kib",
     "fp32_lanes_per_sm", "sfu_per_sm", "peak_fp32_gflops",
 )
-_MODEL_KEYS = (
+MODEL_KEYS = (
     "dram_latency_cycles", "departure_delay_coal_cycles", "departure_delay_uncoal_cycles",
     "fp_latency_cycles", "avg_inst_latency_cycles", "issue_cycles", "l1_hit_latency_cycles",
     "l2_hit_latency_cycles", "smem_latency_cycles", "sync_gamma", "transaction_bytes",
@@ -113,7 +118,7 @@ class GPUSpec:
     sha256: str = ""
 
     def __post_init__(self) -> None:
-        for key in _SPEC_KEYS + _MODEL_KEYS:
+        for key in SPEC_KEYS + MODEL_KEYS:
             v = getattr(self, key)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
                 raise SpecError(f"{self.path or self.name}: {key} must be a positive number, got {v!r}")
@@ -130,6 +135,15 @@ class GPUSpec:
     def dram_bytes_per_cycle(self) -> float:
         """DRAM bandwidth expressed in bytes per core cycle (the unit the cycle models use)."""
         return self.dram_bandwidth_gbs * 1e9 / self.core_clock_hz
+
+    @property
+    def key(self) -> str:
+        """The name sweep rows carry for this GPU: the shipped spec's file stem, else the spec file's
+        path (a user's own spec), else its name (a spec built in memory)."""
+        if not self.path:
+            return self.name
+        path = Path(self.path)
+        return path.stem if path.resolve().parent == _SHIPPED_DIR.resolve() else str(self.path)
 
     def replace(self, **changes: Any) -> GPUSpec:
         """Return a copy with some machine parameters changed (e.g. after calibration)."""
@@ -218,8 +232,8 @@ def _parse_gpu(path: Path) -> GPUSpec:
     aliases = doc.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise SpecError(f"{path}: aliases must be a list of strings")
-    spec, s1 = _values(path, doc, "spec", _SPEC_KEYS, required=True)
-    model, s2 = _values(path, doc, "model", _MODEL_KEYS, required=True)
+    spec, s1 = _values(path, doc, "spec", SPEC_KEYS, required=True)
+    model, s2 = _values(path, doc, "model", MODEL_KEYS, required=True)
     try:
         base = load_cc_limits(cc)
     except SpecError as exc:
@@ -240,18 +254,18 @@ def _parse_gpu(path: Path) -> GPUSpec:
 
 @functools.cache
 def _shipped() -> tuple[GPUSpec, ...]:
-    folder = Path(str(resources.files("hybridperf") / "gpus"))
-    specs = tuple(_parse_gpu(p) for p in sorted(folder.glob("*.toml")))
-    seen: dict[str, str] = {}
-    for s in specs:
-        for key in {_norm(s.name), _norm(Path(s.path).stem), *(_norm(a) for a in s.aliases)}:
-            if key in seen and seen[key] != s.path:
-                raise SpecError(f"{s.path}: name or alias {key!r} is also used by {seen[key]}")
-            seen[key] = s.path
+    specs = tuple(_parse_gpu(p) for p in sorted(_SHIPPED_DIR.glob("*.toml")))
+    check_unique_names(specs, _names, lambda s: s.path, SpecError)
     return specs
 
 
-def _norm(name: str) -> str:
+def _names(spec: GPUSpec) -> set[str]:
+    """Every normalised name a shipped spec answers to: its name, file stem and aliases."""
+    return {normalize_name(spec.name), normalize_name(Path(spec.path).stem), *(normalize_name(a) for a in spec.aliases)}
+
+
+def normalize_name(name: str) -> str:
+    """How GPU names are compared: lower-case letters and digits only ('RTX 2080-Ti' -> 'rtx2080ti')."""
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
@@ -262,7 +276,7 @@ def list_gpus() -> list[GPUSpec]:
 
 def gpu_names() -> list[str]:
     """Short names (file stems) of the shipped GPU specs."""
-    return [Path(s.path).stem for s in _shipped()]
+    return [s.key for s in _shipped()]
 
 
 def load_gpu(name_or_path: str | Path) -> GPUSpec:
@@ -283,9 +297,9 @@ def load_gpu(name_or_path: str | Path) -> GPUSpec:
         if not p.is_file():
             raise UnknownGPUError(f"GPU spec file {text!r} does not exist; check the path")
         return _parse_gpu(p)
-    key = _norm(text)
+    key = normalize_name(text)
     for s in _shipped():
-        if key in {_norm(s.name), _norm(Path(s.path).stem), *(_norm(a) for a in s.aliases)}:
+        if key in _names(s):
             return s
     raise UnknownGPUError(
         f"unknown GPU {text!r}; run 'hybridperf gpus' for the shipped names or pass a spec file path"

@@ -19,7 +19,7 @@ import pandas as pd
 
 from hybridperf.errors import DescriptorError, UnknownKernelError
 from hybridperf.formula import Formula, compile_formula
-from hybridperf.tomlfile import read_toml
+from hybridperf.tomlfile import check_unique_names, read_toml
 
 __all__ = [
     "KernelDescriptor",
@@ -160,6 +160,15 @@ class KernelDescriptor:
     source: str = ""
     path: str = ""
     sha256: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> str:
+        """The name sweep rows carry for this kernel: a shipped descriptor's name, else the descriptor
+        file's path (a user's own descriptor), else its name."""
+        if not self.path:
+            return self.name
+        path = Path(self.path)
+        return self.name if path.resolve().parent == _SHIPPED_DIR.resolve() else str(self.path)
 
     @property
     def size_names(self) -> tuple[str, ...]:
@@ -371,17 +380,19 @@ def _parse_kernel(path: Path) -> KernelDescriptor:
     )
 
 
+_SHIPPED_DIR = Path(str(resources.files("hybridperf") / "kernels"))
+
+
 @functools.cache
 def _shipped() -> tuple[KernelDescriptor, ...]:
-    folder = Path(str(resources.files("hybridperf") / "kernels"))
-    kernels = tuple(_parse_kernel(p) for p in sorted(folder.glob("*.toml")))
-    seen: dict[str, str] = {}
-    for k in kernels:
-        for key in {k.name, Path(k.path).stem, *k.aliases}:
-            if key in seen and seen[key] != k.path:
-                raise DescriptorError(f"{k.path}: name or alias {key!r} is also used by {seen[key]}")
-            seen[key] = k.path
+    kernels = tuple(_parse_kernel(p) for p in sorted(_SHIPPED_DIR.glob("*.toml")))
+    check_unique_names(kernels, _names, lambda k: k.path, DescriptorError)
     return kernels
+
+
+def _names(kernel: KernelDescriptor) -> set[str]:
+    """Every name a shipped descriptor answers to: its name, file stem and aliases."""
+    return {kernel.name, Path(kernel.path).stem, *kernel.aliases}
 
 
 def list_kernels() -> list[KernelDescriptor]:
@@ -405,7 +416,7 @@ def load_kernel(name_or_path: str | Path | KernelDescriptor) -> KernelDescriptor
             raise UnknownKernelError(f"kernel descriptor file {text!r} does not exist; check the path")
         return _parse_kernel(p)
     for k in _shipped():
-        if text in {k.name, Path(k.path).stem, *k.aliases}:
+        if text in _names(k):
             return k
     for k in _shipped():  # family descriptors: one descriptor for many counter-described kernels
         if any(fnmatch.fnmatchcase(text, pattern) for pattern in k.matches):

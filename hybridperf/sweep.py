@@ -1,11 +1,9 @@
-"""The sweep table: schema, validation at the boundary, CSV/Parquet readers and writers."""
+"""The sweep table: schema, column names, validation at the boundary, summaries and noise floor."""
 from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,13 +18,15 @@ __all__ = [
     "PREFIXES",
     "STATUSES",
     "SweepSummary",
+    "known_names",
+    "launch_rows",
     "noise_floor",
     "param_columns",
-    "read_provenance",
-    "read_sweep",
+    "param_name",
+    "size_metric",
     "summarize_sweep",
+    "training_rows",
     "validate_sweep",
-    "write_sweep",
 ]
 
 FORMAT_VERSION = 1
@@ -35,9 +35,6 @@ PREFIXES = ("size.", "config.", "counter.", "info.")
 _REQUIRED = ("kernel", "gpu", "time_ms", "status")
 _SPREAD = ("time_std_ms", "time_min_ms", "time_max_ms")
 _BASE_ORDER = ("kernel", "gpu", "time_ms", "repeats", *_SPREAD, "status", "reason")
-_META_FORMAT = b"hybridperf.sweep_format"
-_META_PROVENANCE = b"hybridperf.provenance"
-_NA_VALUES = ["", "NaN", "nan", "NA", "<NA>", "null"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +62,58 @@ class SweepSummary:
         return json.loads(json.dumps(asdict(self), default=float, allow_nan=True))
 
 
-def param_columns(df: pd.DataFrame, prefix: str) -> list[str]:
-    """Columns of ``df`` in one namespace, e.g. ``param_columns(df, "size.")``, in table order."""
-    if prefix not in PREFIXES:
-        raise SweepError(f"unknown column prefix {prefix!r}; use one of {', '.join(PREFIXES)}")
-    return [c for c in df.columns if isinstance(c, str) and c.startswith(prefix)]
+def param_columns(df: pd.DataFrame, prefix: str | tuple[str, ...] = ("size.", "config.")) -> list[str]:
+    """Columns of ``df`` in one or more namespaces, e.g. ``param_columns(df, "size.")``, in table
+    order; by default the size and config parameters."""
+    prefixes = (prefix,) if isinstance(prefix, str) else tuple(prefix)
+    bad = [p for p in prefixes if p not in PREFIXES]
+    if bad:
+        raise SweepError(f"unknown column prefix {bad[0]!r}; use one of {', '.join(PREFIXES)}")
+    return [c for c in df.columns if isinstance(c, str) and c.startswith(prefixes)]
+
+
+def param_name(column: str) -> str:
+    """The parameter a sweep column holds: ``"size.N"`` -> ``"N"`` (other names are returned as given)."""
+    head, sep, tail = column.partition(".")
+    return tail if sep and f"{head}." in PREFIXES else column
+
+
+def size_metric(sweep: pd.DataFrame) -> np.ndarray:
+    """Per-row problem size: the largest size.* parameter (max(M, N, K) for GEMM, N otherwise)."""
+    cols = param_columns(sweep, "size.")
+    if not cols:
+        raise SweepError("sweep has no size.* columns; size extrapolation needs size parameters")
+    return sweep[cols].apply(pd.to_numeric, errors="coerce").max(axis=1).to_numpy(dtype=np.float64)
+
+
+def launch_rows(kernel: str, gpu: str, params: pd.DataFrame, size_names: Iterable[str],
+                config_names: Iterable[str]) -> pd.DataFrame:
+    """Sweep-format rows (kernel, gpu, size.*, config.*) for parameter values, e.g. to predict them.
+
+    ``params`` holds one column per parameter (bare names); a name that is neither a size nor a
+    config parameter is an error naming both lists.
+    """
+    sizes, configs = list(size_names), list(config_names)
+    rows = pd.DataFrame({"kernel": kernel, "gpu": gpu}, index=params.index if len(params.columns) else
+                        pd.RangeIndex(max(len(params), 1)))
+    for name in params.columns:
+        prefix = "size." if name in sizes else "config." if name in configs else None
+        if prefix is None:
+            raise SweepError(f"{kernel} has no parameter {name!r}; sizes: {', '.join(sizes) or 'none'}; "
+                             f"config: {', '.join(configs) or 'none'}")
+        rows[prefix + name] = params[name].to_numpy(dtype=np.float64)
+    return rows
+
+
+def training_rows(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The rows a model learns from: status ok with a positive time (failed/invalid are kept out, counted)."""
+    if "time_ms" not in sweep.columns:
+        raise SweepError("sweep has no time_ms column; read it with hybridperf.sweepfile.read_sweep")
+    status = sweep["status"] if "status" in sweep.columns else pd.Series("ok", index=sweep.index)
+    ok = (status == "ok") & (pd.to_numeric(sweep["time_ms"], errors="coerce") > 0)
+    if not ok.any():
+        raise SweepError(f"sweep has no usable rows (status ok with time_ms > 0) out of {len(sweep)}")
+    return sweep.loc[ok]
 
 
 def _rows(mask: np.ndarray | pd.Series) -> str:
@@ -154,7 +198,7 @@ def _names(df: pd.DataFrame, col: str, source: str, known: set[str] | None, what
     return s
 
 
-def _default_names(kind: str) -> set[str] | None:
+def known_names(kind: str) -> set[str] | None:
     """Shipped GPU stems / kernel names; None (check skipped) if none are installed."""
     try:
         if kind == "gpu":
@@ -168,7 +212,7 @@ def _default_names(kind: str) -> set[str] | None:
 
 def validate_sweep(df: pd.DataFrame, *, source: str = "<DataFrame>",
                    known_kernels: Iterable[str] | None = None,
-                   known_gpus: Iterable[str] | None = None) -> pd.DataFrame:
+                   known_gpus: Iterable[str] | None = None, check_names: bool = True) -> pd.DataFrame:
     """Check a sweep table once, where it enters, and return it normalised.
 
     Parameters
@@ -194,8 +238,10 @@ def validate_sweep(df: pd.DataFrame, *, source: str = "<DataFrame>",
         On the first problem: missing or unknown columns, missing values where required,
         non-positive times on ok rows, unknown GPU or kernel, duplicate configurations.
     """
-    kernels = _default_names("kernel") if known_kernels is None else {str(k) for k in known_kernels}
-    gpus = _default_names("gpu") if known_gpus is None else {str(g) for g in known_gpus}
+    if not check_names:
+        return _validate(df, source, None, None)
+    kernels = known_names("kernel") if known_kernels is None else {str(k) for k in known_kernels}
+    gpus = known_names("gpu") if known_gpus is None else {str(g) for g in known_gpus}
     return _validate(df, source, kernels, gpus)
 
 
@@ -275,149 +321,6 @@ def _validate(df: pd.DataFrame, source: str, kernels: set[str] | None, gpus: set
     result = out[order]
     result.attrs = dict(df.attrs)
     return result
-
-
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write via a temp file in the same directory and os.replace, so no partial file is ever left."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise SweepError(f"{path}: directory {str(path.parent)!r} does not exist; create it first")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise SweepError(f"{path}: cannot write ({exc.strerror or exc}); "
-                         "check permissions and free space") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _kind(path: Path) -> str:
-    name = path.name.lower()
-    if name.endswith((".parquet", ".pq")):
-        return "parquet"
-    if name.endswith((".csv", ".csv.gz")):
-        return "csv"
-    raise SweepError(f"{path}: unknown sweep file type; use a .parquet, .csv or .csv.gz file name")
-
-
-def _sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".meta.json")
-
-
-def write_sweep(df: pd.DataFrame, path: str | Path, *, provenance: dict[str, Any] | None = None) -> Path:
-    """Validate the table's structure and write it atomically as Parquet (zstd) or CSV.
-
-    Parameters
-    ----------
-    df : pandas.DataFrame
-        A sweep table. Kernel and GPU names are not re-checked (they were checked where the data
-        entered); everything else is.
-    path : str or Path
-        ``*.parquet`` (zstd-compressed, provenance in the key-value metadata) or ``*.csv`` /
-        ``*.csv.gz`` (provenance in ``<path>.meta.json``).
-    provenance : dict, optional
-        JSON-serialisable provenance (source repo, commit, path, licence, units, importer,
-        command). Defaults to ``df.attrs["provenance"]``.
-
-    Returns
-    -------
-    Path
-        The path written.
-    """
-    path = Path(path)
-    kind = _kind(path)
-    clean = _validate(df, str(path), None, None)
-    prov = dict(provenance if provenance is not None else df.attrs.get("provenance", {}))
-    try:
-        prov_json = json.dumps(prov, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise SweepError(f"{path}: provenance is not JSON-serialisable ({exc}); "
-                         "pass plain str/number/list/dict values") from None
-    clean.attrs = {}
-    if kind == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        table = pa.Table.from_pandas(clean, preserve_index=False)
-        meta = dict(table.schema.metadata or {})
-        meta[_META_FORMAT] = str(FORMAT_VERSION).encode()
-        meta[_META_PROVENANCE] = prov_json.encode()
-        table = table.replace_schema_metadata(meta)
-        _atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd", compression_level=9))
-    else:
-        compression = "gzip" if path.name.lower().endswith(".gz") else None
-        _atomic_write(path, lambda tmp: clean.to_csv(tmp, index=False, compression=compression))
-        side = {"sweep_format": FORMAT_VERSION, "provenance": prov}
-        text = json.dumps(side, indent=2, sort_keys=True) + "\n"
-        _atomic_write(_sidecar(path), lambda tmp: tmp.write_text(text))
-    return path
-
-
-def read_provenance(path: str | Path) -> dict[str, Any]:
-    """Provenance stored with a sweep file (Parquet metadata or CSV sidecar); ``{}`` if none."""
-    path = Path(path)
-    try:
-        if _kind(path) == "parquet":
-            import pyarrow.parquet as pq
-
-            meta = pq.read_schema(path).metadata or {}
-            raw = meta.get(_META_PROVENANCE)
-            return json.loads(raw) if raw else {}
-        side = _sidecar(path)
-        if not side.is_file():
-            return {}
-        doc = json.loads(side.read_text())
-    except (OSError, ValueError) as exc:
-        raise SweepError(f"{path}: cannot read provenance ({str(exc).splitlines()[0][:120]}); "
-                         "rewrite the file with write_sweep") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("provenance", {}), dict):
-        raise SweepError(f"{_sidecar(path)}: expected {{'sweep_format': 1, 'provenance': {{...}}}}; "
-                         "rewrite it with write_sweep")
-    return doc.get("provenance", {})
-
-
-def read_sweep(path: str | Path, *, known_kernels: Iterable[str] | None = None,
-               known_gpus: Iterable[str] | None = None) -> pd.DataFrame:
-    """Read a sweep file (Parquet or CSV), validate it, and attach its provenance.
-
-    Parameters
-    ----------
-    path : str or Path
-        ``*.parquet``, ``*.csv`` or ``*.csv.gz``.
-    known_kernels, known_gpus : iterable of str, optional
-        Passed to :func:`validate_sweep`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The validated table; ``df.attrs["provenance"]`` holds the stored provenance.
-    """
-    path = Path(path)
-    kind = _kind(path)
-    if not path.is_file():
-        raise SweepError(f"{path}: no such file; check the path")
-    try:
-        if kind == "parquet":
-            import pyarrow.parquet as pq
-
-            df = pq.read_table(path).to_pandas()
-        else:
-            df = pd.read_csv(path, keep_default_na=False, na_values=_NA_VALUES, low_memory=False)
-    except pd.errors.EmptyDataError:
-        raise SweepError(f"{path}: the file is empty; write a header row and data rows") from None
-    except (OSError, ValueError, EOFError, pd.errors.ParserError) as exc:
-        msg = " ".join(str(exc).split())[:160]
-        raise SweepError(f"{path}: cannot parse as {kind} ({msg}); re-export the file") from None
-    prov = read_provenance(path)
-    out = validate_sweep(df, source=str(path), known_kernels=known_kernels, known_gpus=known_gpus)
-    out.attrs["provenance"] = prov
-    return out
 
 
 def _range(s: pd.Series) -> tuple[float, float, int]:

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["read_toml"]
+T = TypeVar("T")
+
+__all__ = ["check_unique_names", "read_toml"]
 
 
 def read_toml(path: Path, error: type[Exception], what: str = "file") -> tuple[bytes, dict[str, Any]]:
@@ -22,3 +25,14 @@ def read_toml(path: Path, error: type[Exception], what: str = "file") -> tuple[b
         return raw, tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{path}: not valid TOML ({exc}); fix the syntax") from None
+
+
+def check_unique_names(items: Iterable[T], names: Callable[[T], Iterable[str]], path: Callable[[T], str],
+                       error: type[Exception]) -> None:
+    """Raise ``error`` if two shipped files claim the same name or alias (``names`` of each item)."""
+    seen: dict[str, str] = {}
+    for item in items:
+        for key in set(names(item)):
+            if key in seen and seen[key] != path(item):
+                raise error(f"{path(item)}: name or alias {key!r} is also used by {seen[key]}")
+            seen[key] = path(item)

@@ -8,7 +8,8 @@ import pytest
 
 from hybridperf.datasets import datasets_dir, describe_datasets, list_datasets, load_dataset
 from hybridperf.errors import SweepError
-from hybridperf.sweep import read_provenance, validate_sweep, write_sweep
+from hybridperf.sweep import validate_sweep
+from hybridperf.sweepfile import read_provenance, write_sweep
 from tests.paths import REPO, stem
 
 SHIPPED = {

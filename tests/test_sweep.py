@@ -9,15 +9,8 @@ import pandas as pd
 import pytest
 
 from hybridperf.errors import HybridperfError, SweepError
-from hybridperf.sweep import (
-    noise_floor,
-    param_columns,
-    read_provenance,
-    read_sweep,
-    summarize_sweep,
-    validate_sweep,
-    write_sweep,
-)
+from hybridperf.sweep import noise_floor, param_columns, summarize_sweep, validate_sweep
+from hybridperf.sweepfile import read_provenance, read_sweep, write_sweep
 from tests.paths import REPO, stem
 
 GPU = stem("titan-v")

@@ -14,7 +14,7 @@ from hybridperf.analytical.run import analyze
 from hybridperf.hardware import GPUSpec
 from hybridperf.kernel import KernelDescriptor
 
-__all__ = ["BENEFIT_FAMILIES", "Advice", "advise", "benefit_chart", "format_advice"]
+__all__ = ["BENEFIT_FAMILIES", "Advice", "advise", "advise_samples", "benefit_chart", "format_advice"]
 
 # What each GPUPerf benefit points to (seed 000 Sec. 3, Sec. 6 case studies and Table 5).
 BENEFIT_FAMILIES: dict[str, tuple[str, str]] = {
@@ -157,3 +157,25 @@ def benefit_chart(advice: Advice, path: str | Path, row: int = 0) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def advise_samples(advice: Advice, samples: str | Path, *, row: int = 0, threads_per_block: int | None = None,
+                   blocks: int | None = None, active_warps_per_sm: float | None = None,
+                   kernel: str | None = None) -> Any:
+    """GPA (Zhou et al., CGO 2021) on per-instruction stall samples of one analysed launch.
+
+    The launch geometry (threads per block, blocks, active warps per SM from the occupancy model)
+    comes from row ``row`` of ``advice`` unless given; the scheduler geometry from the GPU spec
+    (:meth:`hybridperf.advise.gpa.GPAArch.from_spec`). ``kernel`` picks one kernel of a
+    multi-kernel Nsight Compute export.
+    """
+    from hybridperf.advise.gpa import GPAArch, advise_from_samples
+    from hybridperf.analytical.launch import launch_state
+
+    r = advice.table.iloc[row]
+    prof = advice.kernel.profile({p: r[p] for p in advice.kernel.parameters})
+    state = launch_state(prof, advice.gpu)
+    return advise_from_samples(
+        samples, threads_per_block=int(threads_per_block or prof.threads_per_block[0]),
+        blocks=int(blocks or prof.blocks[0]), active_warps_per_sm=float(active_warps_per_sm or state.n_warps[0]),
+        arch=GPAArch.from_spec(advice.gpu), kernel=kernel)

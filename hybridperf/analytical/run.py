@@ -20,9 +20,20 @@ from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, KernelProfile, load_kernel
 
-__all__ = ["MODELS", "Analysis", "analyze"]
+__all__ = ["MODELS", "TIME_MODELS", "Analysis", "analyze", "check_models"]
 
+# The one registry of model names: every analytical model ``analyze`` runs, and (in order of
+# preference on ties) those that predict a time, which a hybrid model can use as its baseline.
 MODELS = ("occupancy", "mwp-cwp", "gpuperf", "scaled-counts", "roofline", "ryoo")
+TIME_MODELS = ("mwp-cwp", "gpuperf", "scaled-counts", "roofline")
+
+
+def check_models(names: Sequence[str], allowed: Sequence[str] = MODELS) -> list[str]:
+    """``names`` as a list, or a HybridperfError naming the first unknown one and the choices."""
+    unknown = [m for m in names if m not in allowed]
+    if unknown:
+        raise HybridperfError(f"unknown model {unknown[0]!r}; choose from {', '.join(allowed)}")
+    return list(names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +89,7 @@ def analyze(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[
     """
     kernel = load_kernel(kernel)
     gpu = load_gpu(gpu)
-    unknown = [m for m in models if m not in MODELS]
-    if unknown:
-        raise HybridperfError(f"unknown model {unknown[0]!r}; choose from {', '.join(MODELS)}")
+    check_models(models)
     frame = params.copy() if isinstance(params, pd.DataFrame) else pd.DataFrame(
         {k: np.atleast_1d(np.asarray(v, dtype=np.float64)) for k, v in params.items()} or {"_": [0.0]})
     frame = frame.drop(columns=["_"], errors="ignore")

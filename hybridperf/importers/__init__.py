@@ -18,7 +18,8 @@ from hybridperf.importers.ktt import read_ktt
 from hybridperf.importers.neusight import read_neusight
 from hybridperf.importers.plain_csv import read_csv_sweep
 from hybridperf.importers.uci_sgemm import read_uci_sgemm
-from hybridperf.sweep import _default_names, _kind, validate_sweep, write_sweep
+from hybridperf.sweep import known_names, validate_sweep
+from hybridperf.sweepfile import sweep_file_kind, write_sweep
 
 __all__ = [
     "FORMATS",
@@ -139,8 +140,8 @@ def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | N
     prov = dict(df.attrs.get("provenance", {}))
     kernels = None if known_kernels is None else set(known_kernels)
     if kernels is None:
-        kernels = (_default_names("kernel") or set()) | set(df["kernel"].astype("str").unique())
-    gpus = _default_names("gpu") if known_gpus is None else set(known_gpus)
+        kernels = (known_names("kernel") or set()) | set(df["kernel"].astype("str").unique())
+    gpus = known_names("gpu") if known_gpus is None else set(known_gpus)
     if gpus:
         devices = prov.get("source_devices", {})
         for stem in sorted(set(df["gpu"].astype("str").unique()) - gpus):
@@ -180,7 +181,7 @@ def import_to_file(source: str | Path, fmt: str, out_path: str | Path, *,
         The sweep written (for a summary, see :func:`hybridperf.sweep.summarize_sweep`).
     """
     out_path = Path(out_path)
-    _kind(out_path)  # fail on a bad output name before the (possibly long) import
+    sweep_file_kind(out_path)  # fail on a bad output name before the (possibly long) import
     if not out_path.parent.is_dir():
         raise SweepError(f"{out_path}: directory {str(out_path.parent)!r} does not exist; create it first")
     df = import_sweep(source, fmt, provenance=provenance, known_kernels=known_kernels,

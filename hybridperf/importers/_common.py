@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from hybridperf.errors import HybridperfError, SweepError
+from hybridperf.hardware import load_gpu, normalize_name
 
 T = TypeVar("T")
 
@@ -51,11 +52,6 @@ _DEVICE_STEMS: dict[str, str] = {
 }
 
 
-def norm(text: str) -> str:
-    """Lower-case alphanumerics only (how hybridperf.hardware matches GPU names)."""
-    return "".join(ch for ch in text.lower() if ch.isalnum())
-
-
 def slug(text: str, *, keep: str = "") -> str:
     """Lower-case name with runs of other characters replaced by '-' (``keep`` lists extra characters)."""
     pattern = rf"[^a-z0-9{re.escape(keep)}]+"
@@ -66,15 +62,13 @@ def resolve_gpu(device: str, source: str) -> str:
     """Map a device name recorded by a tool (e.g. 'NVIDIA GeForce RTX 2080 Ti') to a spec stem."""
     if not isinstance(device, str) or not device.strip():
         raise SweepError(f"{source}: no device name recorded; pass gpu=<spec name> (see 'hybridperf gpus')")
-    from hybridperf.hardware import load_gpu
-
     candidates = [device, re.sub(r"^(nvidia|amd)\s+", "", device, flags=re.IGNORECASE)]
-    hint = _DEVICE_STEMS.get(norm(device))
+    hint = _DEVICE_STEMS.get(normalize_name(device))
     if hint:
         candidates.append(hint)
     for name in candidates:
         try:
-            return Path(load_gpu(name).path).stem
+            return load_gpu(name).key
         except HybridperfError:
             continue
     return hint or slug(re.sub(r"^(nvidia|amd)\s+", "", device, flags=re.IGNORECASE))

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from hybridperf.errors import SweepError
+from hybridperf.files import atomic_write_text
 from hybridperf.importers._common import (
     column_from_values,
     is_number,
@@ -21,7 +22,7 @@ from hybridperf.importers._common import (
     slug,
 )
 from hybridperf.importers._common import progress as _progress
-from hybridperf.sweep import _atomic_write, _validate, param_columns
+from hybridperf.sweep import param_columns, validate_sweep
 
 __all__ = ["FAILED_SENTINEL", "KERNELS", "export_kernel_tuner", "read_kernel_tuner"]
 
@@ -249,7 +250,7 @@ def export_kernel_tuner(df: pd.DataFrame, path: str | Path, *, device_name: str 
         The file written.
     """
     path = Path(path)
-    df = _validate(df, str(path), None, None)
+    df = validate_sweep(df, source=str(path), check_names=False)
     for col in ("kernel", "gpu"):
         if df[col].nunique() != 1:
             raise SweepError(f"{path}: the sweep has {df[col].nunique()} values in {col!r}; export one at a time, "
@@ -308,5 +309,5 @@ def export_kernel_tuner(df: pd.DataFrame, path: str | Path, *, device_name: str 
     lines = ["{"] + [f"{json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()] + ['"cache": {']
     body = ",\n".join(f"{json.dumps(k)}: {json.dumps(v, allow_nan=False)}" for k, v in cache.items())
     text = "\n".join(lines) + "\n" + body + "\n}\n}\n"
-    _atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    atomic_write_text(path, text, error=SweepError)
     return path

@@ -7,14 +7,22 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from hybridperf.analytical.run import TIME_MODELS
 from hybridperf.errors import HybridperfError
-from hybridperf.learn.features import BASELINES, baseline_column
 
-__all__ = ["BASELINE_COLUMN", "GROUP_COLUMNS", "add_baseline", "add_group_ids", "choose_baselines", "size_groups"]
+__all__ = ["BASELINE_COLUMN", "GROUP_COLUMNS", "add_baseline", "add_group_ids", "baseline_column", "choose_baselines",
+           "size_groups"]
 
 BASELINE_COLUMN = "log_baseline_ms"
 # Group ids for the per-(kernel, GPU) scale, then the per-kernel fallback (HybridRegressor.group_columns).
 GROUP_COLUMNS = ("id_kernel_gpu", "id_kernel")
+
+
+def baseline_column(name: str) -> str:
+    """Feature column holding the log-ms time of an analytical baseline (a model of TIME_MODELS)."""
+    if name not in TIME_MODELS:
+        raise HybridperfError(f"unknown baseline {name!r}; choose from {', '.join(TIME_MODELS)}")
+    return f"log_{name.replace('-', '_')}_ms"
 
 
 def _spread(resid: np.ndarray, pairs: np.ndarray) -> float:
@@ -37,8 +45,8 @@ def choose_baselines(features: pd.DataFrame, time_ms: np.ndarray, kernels: np.nd
     kernels = np.asarray(kernels).astype(str)
     pairs = np.char.add(np.char.add(kernels, "|"), np.asarray(gpus).astype(str))
     scores: dict[str, dict[str, float]] = {}
-    for name, col in BASELINES.items():
-        resid = logy - features[col].to_numpy(dtype=np.float64)
+    for name in TIME_MODELS:
+        resid = logy - features[baseline_column(name)].to_numpy(dtype=np.float64)
         for k in np.unique(kernels):
             m = kernels == k
             if not np.all(np.isfinite(resid[m])):
@@ -52,7 +60,7 @@ def choose_baselines(features: pd.DataFrame, time_ms: np.ndarray, kernels: np.nd
     if missing:
         raise HybridperfError(f"no analytical baseline is finite on every training row of kernel {missing[0]}")
     mapping = {k: min(s, key=s.get) for k, s in scores.items()}
-    totals = {n: sum(s.get(n, np.inf) for s in scores.values()) for n in BASELINES}
+    totals = {n: sum(s.get(n, np.inf) for s in scores.values()) for n in TIME_MODELS}
     return mapping, min(totals, key=totals.get)
 
 

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -11,13 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import minimize
 
 from hybridperf.analytical.run import analyze
 from hybridperf.errors import HybridperfError
-from hybridperf.hardware import _MODEL_KEYS, _SPEC_KEYS, GPUSpec, load_gpu
-from hybridperf.learn.features import param_columns
-from hybridperf.learn.model import training_rows
+from hybridperf.files import atomic_write_text
+from hybridperf.hardware import MODEL_KEYS, SPEC_KEYS, GPUSpec, load_gpu
+from hybridperf.sweep import param_columns, training_rows
 
 __all__ = ["DEFAULT_BOUNDS", "Calibration", "calibrate_gpu", "write_gpu_spec"]
 
@@ -90,6 +87,8 @@ def calibrate_gpu(sweep: pd.DataFrame, gpu: GPUSpec | str, *, model: str = "mwp-
             e = _log_errors(rows, spec(x), model)
         return float(np.sqrt(np.mean(e**2))) if np.all(np.isfinite(e)) else 1e6
 
+    from scipy.optimize import minimize
+
     before = loss(np.clip(x0, lb, ub))
     res = minimize(loss, np.clip(x0, lb, ub), method="Powell", bounds=list(zip(lb, ub)),
                    options={"maxiter": 40, "xtol": 1e-3, "ftol": 1e-4})
@@ -112,18 +111,9 @@ def write_gpu_spec(gpu: GPUSpec, path: str | Path, *, name: str | None = None) -
     """Write a spec file (the format of hybridperf/gpus) atomically, e.g. after calibration."""
     lines = ["format_version = 1", f"name = {_toml_str(name or gpu.name)}",
              f"compute_capability = {_toml_str(gpu.compute_capability)}", "", "[spec]"]
-    for section, keys in (("spec", _SPEC_KEYS), ("model", _MODEL_KEYS)):
+    for section, keys in (("spec", SPEC_KEYS), ("model", MODEL_KEYS)):
         if section == "model":
             lines += ["", "[model]"]
         for k in keys:
             lines.append(f"{k} = {{ value = {float(getattr(gpu, k))!r}, source = {_toml_str(gpu.sources.get(f'{section}.{k}', 'unknown'))} }}")
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write("\n".join(lines) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write_text(path, "\n".join(lines) + "\n")

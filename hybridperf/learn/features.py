@@ -2,48 +2,34 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
 
-from hybridperf.analytical.run import analyze
+from hybridperf.analytical.run import MODELS, TIME_MODELS, analyze
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import load_gpu
 from hybridperf.kernel import load_kernel
+from hybridperf.learn.baseline import (
+    BASELINE_COLUMN,
+    GROUP_COLUMNS,
+    add_baseline,
+    add_group_ids,
+    baseline_column,
+    choose_baselines,
+)
+from hybridperf.learn.domain import training_domain
+from hybridperf.sweep import param_columns, size_metric
 
-__all__ = ["BASELINES", "FEATURE_VERSION", "baseline_column", "param_columns", "size_metric", "sweep_features"]
+__all__ = ["FEATURE_VERSION", "PARAM_FEATURE_PREFIXES", "SweepFeatures", "analytical_features"]
 
 FEATURE_VERSION = 1
-# Analytical baselines a hybrid model can multiply its learned residual onto (log ms columns).
-BASELINES = {
-    "mwp-cwp": "log_mwp_cwp_ms",
-    "gpuperf": "log_gpuperf_ms",
-    "scaled-counts": "log_scaled_counts_ms",
-    "roofline": "log_roofline_ms",
-}
+# Columns of the "params" feature set: the parameters themselves and the GPU's datasheet fields.
+PARAM_FEATURE_PREFIXES = ("size.", "config.", "log2_size.", "gpu_")
 _LIMITERS = {"warps": 0.0, "registers": 1.0, "shared memory": 2.0, "blocks": 3.0}
-_MODELS = ("occupancy", "mwp-cwp", "gpuperf", "scaled-counts", "roofline", "ryoo")
-
-
-def baseline_column(name: str) -> str:
-    """Feature column holding the log-ms time of an analytical baseline."""
-    try:
-        return BASELINES[name]
-    except KeyError:
-        raise HybridperfError(f"unknown baseline {name!r}; choose from {', '.join(BASELINES)}") from None
-
-
-def param_columns(df: pd.DataFrame) -> list[str]:
-    """The sweep's size.* and config.* columns, in table order."""
-    return [c for c in df.columns if c.startswith(("size.", "config."))]
-
-
-def size_metric(sweep: pd.DataFrame) -> np.ndarray:
-    """Per-row problem size: the largest size.* parameter (max(M, N, K) for GEMM, N otherwise)."""
-    cols = [c for c in sweep.columns if c.startswith("size.")]
-    if not cols:
-        raise HybridperfError("sweep has no size.* columns; size extrapolation needs size parameters")
-    return sweep[cols].apply(pd.to_numeric, errors="coerce").max(axis=1).to_numpy(dtype=np.float64)
 
 
 def _log(x: np.ndarray) -> np.ndarray:
@@ -65,16 +51,14 @@ def _group_features(kernel: str, gpu_name: str, rows: pd.DataFrame) -> pd.DataFr
             if np.isnan(v).any() and known[name].default is not None:
                 v = np.where(np.isnan(v), known[name].default, v)
             params[name] = v
-    res = analyze(desc, gpu, params.reset_index(drop=True), models=_MODELS)
+    res = analyze(desc, gpu, params.reset_index(drop=True), models=MODELS)
     t = res.terms
     mc, gp, sc, rf = t["mwp-cwp"], t["gpuperf"], t["scaled-counts"], t["roofline"]
     oc, ry = t["occupancy"], t["ryoo"]
     prof = res.profile
-    f: dict[str, np.ndarray] = {
-        "log_mwp_cwp_ms": _log(mc.time_ms.to_numpy()),
-        "log_gpuperf_ms": _log(gp.time_ms.to_numpy()),
-        "log_scaled_counts_ms": _log(sc.raw_time_ms.to_numpy()),
-        "log_roofline_ms": _log(rf.time_ms.to_numpy()),
+    times = {"mwp-cwp": mc.time_ms, "gpuperf": gp.time_ms, "scaled-counts": sc.raw_time_ms, "roofline": rf.time_ms}
+    f: dict[str, np.ndarray] = {baseline_column(m): _log(times[m].to_numpy()) for m in TIME_MODELS}
+    f.update({
         "log_roofline_bound_ms": _log(rf.bound_ms.to_numpy()),
         "log_roofline_compute_ms": _log(rf.compute_ms.to_numpy()),
         "log_roofline_memory_ms": _log(rf.memory_ms.to_numpy()),
@@ -90,7 +74,7 @@ def _group_features(kernel: str, gpu_name: str, rows: pd.DataFrame) -> pd.DataFr
         "log_arithmetic_intensity": _log(rf.arithmetic_intensity.to_numpy()),
         "memory_bound": rf.memory_bound.to_numpy(np.float64),
         "itilp": gp.itilp.to_numpy(), "itmlp": gp.itmlp.to_numpy(),
-    }
+    })
     texec = gp.t_exec.to_numpy()
     for b in ("b_itilp", "b_memlp", "b_fp", "b_serial", "t_overlap", "t_comp", "t_mem"):
         f[f"{b}_share"] = gp[b].to_numpy() / texec
@@ -111,7 +95,7 @@ def _group_features(kernel: str, gpu_name: str, rows: pd.DataFrame) -> pd.DataFr
     return out
 
 
-def sweep_features(df: pd.DataFrame, *, extra_params: Sequence[str] | None = None) -> pd.DataFrame:
+def analytical_features(df: pd.DataFrame, *, extra_params: Sequence[str] | None = None) -> pd.DataFrame:
     """Features for every row of a sweep table (columns ``kernel``, ``gpu``, ``size.*``, ``config.*``).
 
     Rows are grouped by (kernel, gpu); each group's descriptor and spec run every analytical model
@@ -138,3 +122,142 @@ def sweep_features(df: pd.DataFrame, *, extra_params: Sequence[str] | None = Non
             feats[f"log2_{col}"] = np.log2(np.where(v > 0, v, np.nan))
     feats.index = index
     return feats
+
+
+class SweepFeatures(TransformerMixin, BaseEstimator):
+    """Sweep rows -> the hybrid model's design matrix, with the analytical baseline chosen at fit.
+
+    ``fit`` runs every analytical model on the training rows (:func:`analytical_features`),
+    chooses each kernel's baseline, and records the training domain; ``transform`` adds the
+    chosen baseline (``log_baseline_ms``) and the (kernel, GPU) and kernel group ids, and returns
+    the columns fixed at fit, as float64.
+
+    Parameters
+    ----------
+    baseline : {"auto", "none"} or a model of :data:`hybridperf.analytical.run.TIME_MODELS`
+        ``auto``: per kernel, the model whose shape fits the measured times best once scaled per
+        (kernel, GPU) (:func:`hybridperf.learn.baseline.choose_baselines`; needs ``y``);
+        ``none``: no baseline column (boosting only); a model name: that model for every kernel.
+    size_aware : bool
+        Score baselines by how they extrapolate to the largest training sizes (the product's use)
+        rather than by their spread over all sizes.
+    columns : {"all", "params"}
+        ``all``: analytical terms, parameters and GPU fields; ``params``: parameters and GPU fields
+        only (the boosting-on-raw-parameters ablation).
+    group_ids : bool
+        Add the :data:`hybridperf.learn.baseline.GROUP_COLUMNS` ids (needed by per-group calibration).
+
+    Attributes
+    ----------
+    baselines_ : dict, kernel -> baseline model chosen for it.
+    baseline_ : str or None, the fallback baseline for kernels never trained (None without baseline).
+    columns_ : list of str, the output columns.
+    domain_ : dict, the training domain (:func:`hybridperf.learn.domain.training_domain`).
+
+    ``fit``, ``transform`` and ``fit_transform`` accept ``features=``, the rows' precomputed
+    :func:`analytical_features`, so that callers that refit often (the measure-next loop,
+    evaluation) run the analytical models once.
+    """
+
+    def __init__(self, *, baseline: str = "auto", size_aware: bool = True, columns: str = "all",
+                 group_ids: bool = True) -> None:
+        self.baseline = baseline
+        self.size_aware = size_aware
+        self.columns = columns
+        self.group_ids = group_ids
+
+    def fit(self, X: pd.DataFrame, y: Any = None, *, features: pd.DataFrame | None = None) -> Self:
+        """Choose the baselines and fix the output columns from the training rows ``X`` and times ``y``."""
+        rows = _rows(X)
+        if self.columns not in ("all", "params"):
+            raise HybridperfError(f"columns must be 'all' or 'params', got {self.columns!r}")
+        feats = analytical_features(rows) if features is None else features
+        feasible = feats["feasible"].to_numpy() > 0
+        if not feasible.all():
+            raise HybridperfError(
+                f"{int((~feasible).sum())} measured rows are infeasible by the occupancy model (their descriptor "
+                "resources exceed the GPU's limits); fix the descriptor or the GPU spec"
+            )
+        kernels = rows["kernel"].astype(str).to_numpy()
+        if self.baseline == "none":
+            mapping, fallback = {}, None
+        elif self.baseline == "auto":
+            if y is None:
+                raise HybridperfError("baseline='auto' chooses the baseline from measured times; pass y")
+            y = np.asarray(y, dtype=np.float64)
+            sizes = size_metric(rows) if self.size_aware and param_columns(rows, "size.") else None
+            mapping, fallback = choose_baselines(feats, y, kernels, rows["gpu"].to_numpy(), sizes)
+        else:
+            baseline_column(self.baseline)
+            mapping, fallback = {k: self.baseline for k in np.unique(kernels)}, self.baseline
+        cols = [c for c in feats.columns if c != "feasible"]
+        if self.columns == "params":
+            cols = [c for c in cols if c.startswith(PARAM_FEATURE_PREFIXES)]
+        self.baselines_ = dict(mapping)
+        self.baseline_ = fallback
+        self.columns_ = cols + ([BASELINE_COLUMN] if fallback is not None else []) + (
+            list(GROUP_COLUMNS) if self.group_ids else [])
+        self.domain_ = training_domain(rows)
+        self.n_features_out_ = len(self.columns_)
+        return self
+
+    def transform(self, X: pd.DataFrame, *, features: pd.DataFrame | None = None) -> pd.DataFrame:
+        """The design matrix of rows ``X`` (float64 DataFrame aligned with ``X``; NaN for infeasible rows)."""
+        check_is_fitted(self, "columns_")
+        rows = _rows(X)
+        feats = analytical_features(rows) if features is None else features
+        if self.baseline_ is not None:
+            feats = add_baseline(feats, rows["kernel"].astype(str).to_numpy(), self.baselines_, self.baseline_)
+        if self.group_ids:
+            feats = add_group_ids(feats, rows)
+        return feats.reindex(columns=self.columns_).astype(np.float64)
+
+    def fit_transform(self, X: pd.DataFrame, y: Any = None, *, features: pd.DataFrame | None = None,
+                      **_: Any) -> pd.DataFrame:
+        feats = analytical_features(_rows(X)) if features is None else features
+        return self.fit(X, y, features=feats).transform(X, features=feats)
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        check_is_fitted(self, "columns_")
+        return np.asarray(self.columns_, dtype=object)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Parameters and fitted state as JSON values (for the model file)."""
+        check_is_fitted(self, "columns_")
+        return {"params": self.get_params(), "baselines_": dict(self.baselines_), "baseline_": self.baseline_,
+                "columns_": list(self.columns_), "domain_": self.domain_}
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> SweepFeatures:
+        """The fitted transformer :meth:`to_dict` described (a ModelFileError if malformed)."""
+        from hybridperf.learn.persist import ModelFileError
+
+        try:
+            ft = cls(**doc["params"])
+            ft.baselines_ = {str(k): str(v) for k, v in dict(doc["baselines_"]).items()}
+            ft.baseline_ = None if doc["baseline_"] is None else str(doc["baseline_"])
+            ft.columns_ = [str(c) for c in doc["columns_"]]
+            ft.domain_ = dict(doc["domain_"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFileError(f"model file feature state is malformed ({type(exc).__name__}: {exc}); "
+                                 "retrain the model") from None
+        for name in [*ft.baselines_.values(), *([ft.baseline_] if ft.baseline_ else [])]:
+            if name not in TIME_MODELS:
+                raise ModelFileError(f"model file names unknown baseline {name!r}; retrain the model")
+        ft.n_features_out_ = len(ft.columns_)
+        return ft
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.string = True
+        tags.requires_fit = True
+        return tags
+
+
+def _rows(X: Any) -> pd.DataFrame:
+    if not isinstance(X, pd.DataFrame):
+        raise HybridperfError(f"SweepFeatures takes sweep rows as a DataFrame (kernel, gpu, size.*, config.*), got "
+                              f"{type(X).__name__}")
+    return X
+

@@ -1,168 +1,232 @@
-"""Train a HybridRegressor on sweep tables and predict unseen sizes/configs with intervals and flags."""
+"""The hybrid model as a pipeline (sweep rows -> features -> HybridRegressor), training, prediction and files."""
 from __future__ import annotations
 
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import clone
+from sklearn.pipeline import Pipeline
 
 from hybridperf.analytical.mwp_cwp import REGIMES
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import load_gpu
 from hybridperf.kernel import load_kernel
-from hybridperf.learn.baseline import (
-    BASELINE_COLUMN,
-    GROUP_COLUMNS,
-    add_baseline,
-    add_group_ids,
-    choose_baselines,
-    size_groups,
-)
+from hybridperf.learn.baseline import BASELINE_COLUMN, GROUP_COLUMNS, size_groups
+from hybridperf.learn.domain import outside_reasons
 from hybridperf.learn.estimator import HybridRegressor, default_booster
-from hybridperf.learn.features import (
-    FEATURE_VERSION,
-    baseline_column,
-    size_metric,
-    sweep_features,
-)
+from hybridperf.learn.features import FEATURE_VERSION, SweepFeatures, analytical_features
+from hybridperf.sweep import param_columns, size_metric, training_rows
 
-__all__ = ["TrainedModel", "hybrid_estimator", "predict_rows", "train_model", "training_rows"]
+__all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "load_model", "make_model", "predict_rows",
+           "rows_to_predict", "save_model", "size_bands", "train_model"]
 
+# Feature columns beyond whose training range a row is an extrapolation in size (forward interval scores).
+EXTRAPOLATION_COLUMNS = r"^log2_size\."
 _LIMITER_NAMES = {0.0: "warps", 1.0: "registers", 2.0: "shared memory", 3.0: "blocks"}
+# The booster parameters a tuned model records (and evaluate reuses): the tuning search space.
+BOOSTER_PARAMS = ("n_estimators", "max_depth", "learning_rate", "subsample", "colsample_bytree", "min_child_weight",
+                  "reg_lambda")
+
+
+def make_model(*, baseline: str = "auto", mode: str = "hybrid", coverage: float | None = 0.9, regressor: Any = None,
+               random_state: int = 0, calibration: str = "affine", shrink_residual: bool = True,
+               size_aware: bool = True, columns: str = "all", group_ids: bool = True) -> Pipeline:
+    """The product's model: ``Pipeline([("features", SweepFeatures), ("hybrid", HybridRegressor)])``.
+
+    It is fitted on sweep rows and measured times (``fit(rows, time_ms, hybrid__groups=...)``;
+    ``features__features=`` passes precomputed analytical features) and predicts times of rows.
+
+    With a baseline (``baseline`` not ``"none"`` and ``mode`` not ``"boosting"``): the per-kernel
+    baseline column, per-(kernel, GPU) calibration (``calibration``: ``affine`` = overhead + scale,
+    or one ``scale``) with per-kernel then global fallback, the out-of-fold stacking weight on the
+    residual (``shrink_residual``) and forward interval scores for rows beyond the trained sizes.
+    Without: boosting on the features only (``columns="params"``: on the parameters and GPU fields
+    alone, without group ids when ``group_ids`` is False). ``size_aware`` scores the baselines by
+    extrapolation to the largest training sizes.
+    """
+    use_base = baseline != "none" and mode != "boosting"
+    features = SweepFeatures(baseline=baseline if use_base else "none", size_aware=size_aware, columns=columns,
+                             group_ids=group_ids)
+    if not use_base:
+        est = HybridRegressor(regressor=regressor, mode="boosting", coverage=coverage, random_state=random_state)
+    else:
+        est = HybridRegressor(regressor=regressor, baseline_column=BASELINE_COLUMN, mode=mode, coverage=coverage,
+                              random_state=random_state, group_columns=list(GROUP_COLUMNS),
+                              shrink_residual=shrink_residual, calibration=calibration,
+                              extrapolation_columns=EXTRAPOLATION_COLUMNS)
+    return Pipeline([("features", features), ("hybrid", est)])
 
 
 @dataclass(frozen=True, slots=True)
 class TrainedModel:
-    """A fitted hybrid model plus everything needed to rebuild its features and audit it."""
+    """A fitted pipeline (features + HybridRegressor) and the metadata to audit it."""
 
-    estimator: HybridRegressor
-    feature_columns: tuple[str, ...]
-    baseline: str | None
+    pipeline: Pipeline
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def features(self) -> SweepFeatures:
+        return self.pipeline.named_steps["features"]
+
+    @property
+    def estimator(self) -> HybridRegressor:
+        return self.pipeline.named_steps["hybrid"]
+
+    @property
+    def feature_columns(self) -> tuple[str, ...]:
+        return tuple(self.features.columns_)
+
+    @property
+    def baseline(self) -> str | None:
+        """The fallback baseline (kernels never trained); per-kernel choices are ``features.baselines_``."""
+        return self.features.baseline_
 
     @property
     def mode(self) -> str:
         return self.estimator.mode
 
+    def booster_params(self) -> dict[str, Any]:
+        """The tunable booster parameters this model was trained with (to reuse, e.g. in evaluate)."""
+        return {k: v for k, v in self.metadata.get("booster_params", {}).items() if k in BOOSTER_PARAMS}
 
-def training_rows(sweep: pd.DataFrame) -> pd.DataFrame:
-    """The rows a model learns from: status ok with a positive time (failed/invalid are kept out, counted)."""
-    if "time_ms" not in sweep.columns:
-        raise HybridperfError("sweep has no time_ms column; read it with hybridperf.sweep.read_sweep")
-    status = sweep["status"] if "status" in sweep.columns else pd.Series("ok", index=sweep.index)
-    ok = (status == "ok") & (pd.to_numeric(sweep["time_ms"], errors="coerce") > 0)
-    if not ok.any():
-        raise HybridperfError(f"sweep has no usable rows (status ok with time_ms > 0) out of {len(sweep)}")
-    return sweep.loc[ok]
+    def save(self, path: str | Path) -> Path:
+        """Write the model file: JSON state + xgboost's native booster, checksummed, atomically."""
+        from hybridperf.learn.persist import write_model_document
+
+        return write_model_document({"feature_version": FEATURE_VERSION, "features": self.features.to_dict(),
+                                     "estimator": self.estimator.to_dict(), "metadata": dict(self.metadata)}, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrainedModel:
+        """Read a model file written by :meth:`save`; never executes code from the file.
+
+        Raises
+        ------
+        ModelFileError
+            If the file is unreadable, truncated, fails its checksum or was written by an
+            incompatible version (format or feature version), or its state is malformed.
+        """
+        from hybridperf.learn.persist import ModelFileError, read_model_document
+
+        body = read_model_document(path)
+        if body.get("feature_version") != FEATURE_VERSION:
+            raise ModelFileError(f"{path}: model uses feature version {body.get('feature_version')!r}, this "
+                                 f"hybridperf computes version {FEATURE_VERSION}; retrain the model")
+        try:
+            features = SweepFeatures.from_dict(body.get("features"))
+            est = HybridRegressor.from_dict(body.get("estimator"))
+        except ModelFileError as exc:
+            raise ModelFileError(f"{path}: {exc}") from None
+        if list(getattr(est, "feature_names_in_", [])) != features.columns_:
+            raise ModelFileError(f"{path}: the estimator's columns differ from the feature columns; retrain it")
+        meta = body.get("metadata", {})
+        if not isinstance(meta, dict):
+            raise ModelFileError(f"{path}: metadata must be an object")
+        return cls(pipeline=Pipeline([("features", features), ("hybrid", est)]), metadata=meta)
 
 
-def _feature_matrix(feats: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
-    return feats.reindex(columns=list(columns)).astype(np.float64)
+def save_model(model: TrainedModel, path: str | Path) -> Path:
+    """Write ``model`` to ``path`` (see :meth:`TrainedModel.save`)."""
+    return model.save(path)
 
 
-def hybrid_estimator(columns: tuple[str, ...] | list[str], *, baseline: bool = True, mode: str = "hybrid",
-                     coverage: float | None = 0.9, random_state: int = 0, regressor: Any = None) -> HybridRegressor:
-    """The product's HybridRegressor configuration, in one place (train, evaluate and tune share it).
+def load_model(path: str | Path) -> TrainedModel:
+    """Read a model file (see :meth:`TrainedModel.load`)."""
+    return TrainedModel.load(path)
 
-    With ``baseline``: the per-kernel baseline column, affine calibration per (kernel, GPU) with
-    per-kernel then global fallback, the out-of-fold stacking weight on the residual, and forward
-    interval scores for rows beyond the trained sizes. Without: boosting on the features only.
-    """
-    if not baseline:
-        return HybridRegressor(regressor=regressor, mode="boosting", coverage=coverage, random_state=random_state)
-    return HybridRegressor(regressor=regressor, baseline_column=BASELINE_COLUMN, mode=mode, coverage=coverage,
-                           random_state=random_state, domain_columns=[], categorical_columns=[],
-                           group_columns=list(GROUP_COLUMNS), shrink_residual=True, calibration="affine",
-                           extrapolation_columns=[c for c in columns if c.startswith("log2_size.")])
+
+def size_bands(rows: pd.DataFrame) -> np.ndarray | None:
+    """Problem-size bands of the rows (the default out-of-fold groups), None without size columns."""
+    return size_groups(size_metric(rows)) if param_columns(rows, "size.") else None
 
 
 def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hybrid", coverage: float | None = 0.9,
                 booster_params: Mapping[str, Any] | None = None, groups: np.ndarray | None = None,
                 random_state: int = 0, tune_trials: int = 0, study_path: str | None = None, progress: bool = False,
                 provenance: Mapping[str, Any] | None = None) -> TrainedModel:
-    """Fit a hybrid (or ablation) model on the ok rows of one or more sweeps.
+    """Fit the product's model (:func:`make_model`) on the ok rows of one or more sweeps.
 
     Parameters
     ----------
     sweep : DataFrame in the sweep format (kernel, gpu, size.*, config.*, time_ms, status).
-    baseline : an analytical model name from :data:`hybridperf.learn.features.BASELINES`, ``"auto"``
-        (per kernel, the smallest log-error spread on its training rows once scaled per GPU; see
-        :func:`hybridperf.learn.baseline.choose_baselines`) or ``"none"`` (boosting only).
+    baseline : a model of :data:`hybridperf.analytical.run.TIME_MODELS`, ``"auto"`` (per kernel,
+        see :func:`hybridperf.learn.baseline.choose_baselines`) or ``"none"`` (boosting only).
     mode : ``hybrid``, ``analytical``, ``calibrated`` or ``boosting`` (see HybridRegressor).
     booster_params : XGBRegressor parameters overriding :func:`hybridperf.learn.estimator.default_booster`.
     groups : optional group label per ok row for the out-of-fold fits (stacking weight, conformal
-        intervals) and tuning folds; default: problem-size bands (:func:`size_groups`).
+        intervals) and tuning folds; default: problem-size bands (:func:`size_bands`).
     tune_trials : optuna trials to tune the booster first (0: defaults); ``study_path`` resumes a
         study from that SQLite file.
     provenance : extra metadata to store (data hashes, command, ...).
     """
     rows = training_rows(sweep)
-    feats = sweep_features(rows)
-    feasible = feats["feasible"].to_numpy() > 0
-    if not feasible.all():
-        raise HybridperfError(
-            f"{int((~feasible).sum())} measured rows are infeasible by the occupancy model (their descriptor "
-            "resources exceed the GPU's limits); fix the descriptor or the GPU spec"
-        )
     y = rows["time_ms"].to_numpy(dtype=np.float64)
-    kernels = rows["kernel"].astype(str).to_numpy()
-    if mode == "boosting" or baseline == "none":
-        mapping, base_name = {}, None
-    elif baseline == "auto":
-        has_sizes = any(c.startswith("size.") for c in rows.columns)
-        mapping, base_name = choose_baselines(feats, y, kernels, rows["gpu"].to_numpy(),
-                                              size_metric(rows) if has_sizes else None)
-    else:
-        baseline_column(baseline)
-        mapping, base_name = {k: baseline for k in np.unique(kernels)}, baseline
-    if base_name is not None:
-        feats = add_baseline(feats, kernels, mapping, base_name)
-    feats = add_group_ids(feats, rows)
-    columns = tuple(c for c in feats.columns if c != "feasible")
-    X = _feature_matrix(feats, columns)
-    if groups is None and any(c.startswith("size.") for c in rows.columns):
-        groups = size_groups(size_metric(rows))
+    feats = analytical_features(rows)
+    pipe = make_model(baseline=baseline, mode=mode, coverage=coverage, random_state=random_state)
+    if groups is None:
+        groups = size_bands(rows)
     params = dict(booster_params or {})
     tuning: dict[str, Any] = {}
-    template = hybrid_estimator(columns, baseline=base_name is not None, mode=mode, coverage=coverage,
-                                random_state=random_state)
     if tune_trials and mode in ("hybrid", "boosting"):
         from hybridperf.learn.tuning import tune_booster
 
-        best, score = tune_booster(X, y, baseline_column=None, template=template, n_trials=tune_trials,
-                                   storage=study_path, groups=groups, seed=random_state, progress=progress)
+        X = pipe.named_steps["features"].fit_transform(rows, y, features=feats)
+        best, score = tune_booster(X, y, baseline_column=None, template=pipe.named_steps["hybrid"],
+                                   n_trials=tune_trials, storage=study_path, groups=groups, seed=random_state,
+                                   progress=progress)
         params.update(best)
         tuning = {"trials": tune_trials, "cv_log_rmse": score, "study": str(study_path) if study_path else None}
     reg = default_booster(random_state)
     if params:
         reg.set_params(**params)
-    est = clone(template).set_params(regressor=reg)
-    est.fit(X, y, groups=groups)
+    pipe.set_params(hybrid__regressor=reg)
+    pipe.fit(rows, y, features__features=feats, hybrid__groups=groups)
+    fitted = TrainedModel(pipeline=pipe)
+    log_err = np.log(fitted.estimator.predict(fitted.features.transform(rows, features=feats))) - np.log(y)
+    return TrainedModel(pipeline=pipe, metadata=_metadata(rows, len(sweep), reg, tuning, log_err, provenance))
+
+
+def _metadata(rows: pd.DataFrame, n_sweep: int, reg: Any, tuning: Mapping[str, Any], log_err: np.ndarray,
+              provenance: Mapping[str, Any] | None) -> dict[str, Any]:
     import sklearn
     import xgboost
 
-    meta = {
+    return {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "feature_version": FEATURE_VERSION,
-        "n_rows": int(len(rows)), "n_dropped_not_ok": int(len(sweep) - len(rows)),
+        "n_rows": int(len(rows)), "n_dropped_not_ok": int(n_sweep - len(rows)),
         "kernels": {k: load_kernel(k).sha256 for k in sorted(rows["kernel"].unique())},
         "gpus": {g: load_gpu(g).sha256 for g in sorted(rows["gpu"].unique())},
         "versions": {"python": platform.python_version(), "numpy": np.__version__, "pandas": pd.__version__,
                      "scikit-learn": sklearn.__version__, "xgboost": xgboost.__version__},
         "booster_params": {k: v for k, v in reg.get_params().items()
                            if isinstance(v, (int, str, bool)) or (isinstance(v, float) and np.isfinite(v))},
-        "domain": _domain(rows),
-        "baselines": mapping,
-        "tuning": tuning,
-        "training_log_rmse": float(np.sqrt(np.mean((np.log(est.predict(X)) - np.log(y)) ** 2))),
+        "tuning": dict(tuning),
+        "training_log_rmse": float(np.sqrt(np.mean(log_err ** 2))),
         **dict(provenance or {}),
     }
-    return TrainedModel(estimator=est, feature_columns=columns, baseline=base_name, metadata=meta)
+
+
+def rows_to_predict(model: TrainedModel, *, rows: str | Path | None = None, kernel: str | None = None,
+                    gpu: str | None = None, values: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """The rows a prediction request means: a file of rows (``rows``), or the grid of ``values`` for
+    ``kernel`` on ``gpu`` (each defaulting to the model's only kernel or GPU)."""
+    from hybridperf.grid import grid_rows
+    from hybridperf.sweepfile import read_rows
+
+    if rows is not None:
+        return read_rows(rows).reset_index(drop=True)
+    kernels, gpus = list(model.metadata.get("kernels", {})), list(model.metadata.get("gpus", {}))
+    kernel = kernel or (kernels[0] if len(kernels) == 1 else None)
+    gpu = gpu or (gpus[0] if len(gpus) == 1 else None)
+    if kernel is None or gpu is None:
+        raise HybridperfError(f"the model covers kernels {kernels} and GPUs {gpus}; name one with --kernel and --gpu")
+    return grid_rows(kernel, gpu, values or {})
 
 
 def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None) -> pd.DataFrame:
@@ -171,14 +235,9 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     ``rows`` holds kernel, gpu, size.* and config.* columns (no time needed). Infeasible rows get
     NaN times and ``feasible = False`` with the occupancy/constraint reason left to ``analyze``.
     """
-    feats = sweep_features(rows)
-    if model.baseline is not None:
-        feats = add_baseline(feats, rows["kernel"].astype(str).to_numpy(), model.metadata.get("baselines", {}),
-                             model.baseline)
-    feats = add_group_ids(feats, rows)
-    X = _feature_matrix(feats, model.feature_columns)
-    est = model.estimator
-    pred, lo, hi = est.predict_with_interval(X, coverage)
+    feats = analytical_features(rows)
+    X = model.features.transform(rows, features=feats)
+    pred, lo, hi = model.estimator.predict_with_interval(X, coverage)
     out = pd.DataFrame(index=rows.index)
     out["time_ms"] = pred
     out["lo_ms"] = lo
@@ -186,57 +245,7 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     out["regime"] = [REGIMES.get(int(r), "") if np.isfinite(r) else "" for r in feats["regime"]]
     out["limiter"] = [_LIMITER_NAMES.get(v, "") for v in feats["limiter"]]
     out["feasible"] = feats["feasible"].to_numpy() > 0
-    reasons = _outside(rows, model.metadata)
+    reasons = outside_reasons(rows, model.features.domain_)
     out["out_of_domain"] = [bool(r) for r in reasons]
     out["ood_reason"] = reasons
     return out
-
-
-def _domain(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """Per kernel: trained GPUs, size ranges, and the config values seen (the closed sets)."""
-    out: dict[str, dict[str, Any]] = {}
-    for kernel, g in rows.groupby("kernel"):
-        d: dict[str, Any] = {"gpus": sorted(map(str, g["gpu"].unique()))}
-        for col in g.columns:
-            if col.startswith("size."):
-                v = pd.to_numeric(g[col], errors="coerce").dropna()
-                if len(v):
-                    d[col] = [float(v.min()), float(v.max())]
-            elif col.startswith("config."):
-                v = pd.to_numeric(g[col], errors="coerce").dropna().unique()
-                if len(v):
-                    d[col] = sorted(float(x) for x in v) if len(v) <= 256 else [float(v.min()), float(v.max())]
-        out[str(kernel)] = d
-    return out
-
-
-def _outside(rows: pd.DataFrame, metadata: Mapping[str, Any]) -> list[str]:
-    """Why each row lies outside the training domain ('' when inside); vectorised per kernel."""
-    domain = metadata.get("domain", {})
-    why: list[list[str]] = [[] for _ in range(len(rows))]
-    kernels = rows["kernel"].astype(str).to_numpy()
-    gpus = rows["gpu"].astype(str).to_numpy()
-    for kernel in np.unique(kernels):
-        idx = np.flatnonzero(kernels == kernel)
-        d = domain.get(kernel)
-        if d is None:
-            for i in idx:
-                why[i].append(f"kernel {kernel} never trained")
-            continue
-        for i in idx[~np.isin(gpus[idx], d["gpus"])]:
-            why[i].append(f"GPU {gpus[i]} never trained for this kernel")
-        for col, seen in d.items():
-            if col == "gpus" or col not in rows.columns:
-                continue
-            v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
-            name = col.split(".", 1)[1]
-            if col.startswith("size."):
-                for i, x in zip(idx[(v < seen[0]) | (v > seen[1])], v[(v < seen[0]) | (v > seen[1])]):
-                    why[i].append(f"{name} {x:g} outside trained {seen[0]:g}..{seen[1]:g}")
-            else:
-                bad = ~np.isin(v, seen) & np.isfinite(v)
-                if len(seen) == 2:  # a long list was stored as a range
-                    bad &= (v < seen[0]) | (v > seen[1])
-                for i, x in zip(idx[bad], v[bad]):
-                    why[i].append(f"{name} {x:g} never trained")
-    return ["; ".join(w[:3]) if w else "" for w in why]

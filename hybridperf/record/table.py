@@ -11,7 +11,7 @@ import pandas as pd
 from hybridperf.errors import RecordError, SweepError
 from hybridperf.record.plan import PlannedRow
 from hybridperf.record.stats import TimingStats
-from hybridperf.sweep import read_provenance, read_sweep, write_sweep
+from hybridperf.sweepfile import read_provenance, read_sweep, write_sweep
 
 __all__ = ["make_record", "merge_provenance", "read_existing", "write_records"]
 
@@ -85,7 +85,7 @@ def merge_provenance(path: str | Path, session: Mapping[str, Any]) -> dict[str, 
 def write_records(path: str | Path, existing: pd.DataFrame | None, records: Sequence[Mapping[str, Any]],
                   provenance: Mapping[str, Any]) -> Path:
     """Write ``existing`` rows plus ``records`` atomically (temp file + os.replace, via
-    :func:`hybridperf.sweep.write_sweep`); columns follow the sweep format's canonical order."""
+    :func:`hybridperf.sweepfile.write_sweep`); columns follow the sweep format's canonical order."""
     frames = [] if existing is None else [existing]
     if records:
         frames.append(pd.DataFrame.from_records(list(records)))

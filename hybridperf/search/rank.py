@@ -4,77 +4,30 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from hybridperf.analytical.run import analyze
-from hybridperf.errors import DescriptorError, HybridperfError, UnknownGPUError, UnknownKernelError
+from hybridperf.errors import DescriptorError, HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, load_kernel
-from hybridperf.search.pareto import pareto_mask
+from hybridperf.search.chunks import (
+    OBJECTIVES,
+    ChunkResult,
+    RankSpace,
+    chunk_ranges,
+    config_rows,
+    merge_chunks,
+    predict_configs,
+    scan_chunk,
+)
+from hybridperf.sweep import param_columns, param_name
 
 if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
 
-__all__ = [
-    "ChunkResult",
-    "RankResult",
-    "RankSpace",
-    "chunk_ranges",
-    "merge_chunks",
-    "prediction_rows",
-    "rank_configs",
-    "scan_chunk",
-    "space_rows",
-]
-
-_OBJECTIVES = ["efficiency", "utilization"]
-_UNDEFINED = "Ryoo metric undefined (check counts.ryoo_instr / ryoo_regions)"
-
-
-@dataclass(frozen=True, slots=True)
-class RankSpace:
-    """Everything a chunk task needs (small and picklable, so it can be shipped to Dask workers).
-
-    ``kernel_key`` and ``gpu_key`` are the names written in prediction rows (what
-    :func:`hybridperf.kernel.load_kernel` and :func:`hybridperf.hardware.load_gpu` resolve).
-    """
-
-    kernel: KernelDescriptor
-    gpu: GPUSpec
-    sizes: Mapping[str, float]
-    kernel_key: str
-    gpu_key: str
-    screen_bandwidth: bool = False
-    pareto: bool = True
-    model: TrainedModel | None = None
-    keep: int = 10
-
-    def __post_init__(self) -> None:
-        if not self.pareto and self.model is None:
-            raise HybridperfError("pareto=False ranks every feasible configuration by predicted time, so it needs "
-                                  "a model; pass model=... or keep pareto=True")
-        if self.keep < 1:
-            raise HybridperfError(f"top must be at least 1, got {self.keep}")
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkResult:
-    """What one chunk (or a merge of chunks) leaves: counts and its surviving candidates.
-
-    ``front`` holds the survivors (Pareto front, or the ``keep`` fastest predicted when not
-    pruning); ``front_unscreened`` the front without bandwidth screening, kept as a fallback in
-    case screening removes every configuration.
-    """
-
-    n_rows: int
-    infeasible: Mapping[str, int]
-    n_screened: int
-    front: pd.DataFrame
-    front_unscreened: pd.DataFrame | None = None
+__all__ = ["RankResult", "rank_configs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +54,9 @@ class RankResult:
 
     def rows(self) -> pd.DataFrame:
         """The candidates as sweep-format rows (kernel, gpu, size.*, config.*), e.g. for suggest_next."""
-        out = pd.DataFrame({"kernel": self.kernel, "gpu": self.gpu}, index=self.candidates.index)
-        for name, v in self.sizes.items():
-            out[f"size.{name}"] = float(v)
-        for c in self.candidates.columns:
-            if c.startswith("config."):
-                out[c] = self.candidates[c].to_numpy()
-        return out
+        configs = [param_name(c) for c in param_columns(self.candidates, "config.")]
+        params = self.candidates[[f"config.{c}" for c in configs]].set_axis(configs, axis=1)
+        return config_rows(self.kernel, self.gpu, self.sizes, params, configs)
 
     @property
     def n_infeasible(self) -> int:
@@ -129,146 +78,6 @@ class RankResult:
         return df
 
 
-# ---------------------------------------------------------------------------------------------
-# The space, chunk by chunk
-
-def chunk_ranges(n: int, chunk_rows: int) -> list[tuple[int, int]]:
-    """``[start, stop)`` index ranges covering ``range(n)`` in chunks of ``chunk_rows``."""
-    if chunk_rows < 1:
-        raise HybridperfError(f"chunk_rows must be at least 1, got {chunk_rows}")
-    return [(s, min(s + chunk_rows, n)) for s in range(0, n, chunk_rows)]
-
-
-def space_rows(kernel: KernelDescriptor, start: int, stop: int) -> pd.DataFrame:
-    """Configurations ``start`` to ``stop - 1`` of the Cartesian product of config values.
-
-    Same order as :meth:`KernelDescriptor.config_space` (last parameter fastest), but addressed by
-    index (mixed-radix decoding), so chunks can be built independently on different workers.
-    """
-    free = [p.name for p in kernel.config if p.values is None]
-    if free:
-        raise DescriptorError(f"{kernel.name}: config parameter(s) {', '.join(free)} have no 'values' list, so the "
-                              "space cannot be enumerated; add values = [...] or pass --space NAME=v1,v2")
-    if not kernel.config:
-        return pd.DataFrame(index=pd.RangeIndex(stop - start))
-    values = [np.asarray(p.values, dtype=np.float64) for p in kernel.config]
-    coords = np.unravel_index(np.arange(start, stop, dtype=np.int64), tuple(len(v) for v in values))
-    return pd.DataFrame({p.name: v[c] for p, v, c in zip(kernel.config, values, coords)})
-
-
-def _counts(reasons: np.ndarray) -> dict[str, int]:
-    if reasons.size == 0:
-        return {}
-    names, n = np.unique(reasons.astype(str), return_counts=True)
-    return {str(k): int(v) for k, v in zip(names, n)}
-
-
-def _front(df: pd.DataFrame) -> pd.DataFrame:
-    if df.empty:
-        return df
-    return df.loc[pareto_mask(df[_OBJECTIVES].to_numpy(), maximize=True)]
-
-
-def scan_chunk(space: RankSpace, start: int, stop: int) -> ChunkResult:
-    """Evaluate configurations ``[start, stop)``: feasibility, Ryoo metrics, screening, chunk front.
-
-    Infeasible configurations (a ``[space]`` constraint broken, or over an occupancy limit) are
-    counted by reason. With ``space.screen_bandwidth``, roofline memory-bound configurations are
-    removed before the front is built (seed 003 Sec. 5.3: the metrics assume memory bandwidth is
-    not the bottleneck). Without Pareto pruning, the chunk's ``space.keep`` fastest predicted
-    configurations are kept instead.
-    """
-    cfg = space_rows(space.kernel, start, stop)
-    params = cfg.copy()
-    for name, v in space.sizes.items():
-        params[name] = v
-    models = ["occupancy", "ryoo"] + (["roofline"] if space.screen_bandwidth else [])
-    res = analyze(space.kernel, space.gpu, params, models=models)
-    ok = np.asarray(res.feasible, dtype=bool).copy()
-    reason = np.asarray(res.reason, dtype=object).copy()
-    eff = res.terms["ryoo"]["efficiency"].to_numpy(dtype=np.float64)
-    util = res.terms["ryoo"]["utilization"].to_numpy(dtype=np.float64)
-    undefined = ok & ~(np.isfinite(eff) & np.isfinite(util))
-    reason[undefined] = _UNDEFINED
-    ok &= ~undefined
-    surv = cfg.loc[ok].copy()
-    surv.insert(0, "index", np.arange(start, stop, dtype=np.int64)[ok])
-    surv["efficiency"], surv["utilization"] = eff[ok], util[ok]
-    spill = getattr(res, "register_spill", None)  # registers clamped at the GPU limit: the compiler spills
-    surv["register_spill"] = np.zeros(int(ok.sum()), dtype=bool) if spill is None else np.asarray(spill)[ok]
-    n_screened = 0
-    unscreened = None
-    if space.screen_bandwidth:
-        mem = res.terms["roofline"]["memory_bound"].to_numpy(dtype=bool)[ok]
-        surv["memory_bound"] = mem
-        n_screened = int(mem.sum())
-        if space.pareto:
-            unscreened = _front(surv)
-        surv = surv.loc[~mem]
-    if space.pareto:
-        kept = _front(surv)
-    else:
-        kept = _fastest(_predict(space, surv), space.keep)
-    return ChunkResult(n_rows=stop - start, infeasible=_counts(reason[~ok]), n_screened=n_screened,
-                       front=kept.reset_index(drop=True),
-                       front_unscreened=None if unscreened is None else unscreened.reset_index(drop=True))
-
-
-def _fastest(df: pd.DataFrame, k: int) -> pd.DataFrame:
-    return df.sort_values(["time_ms", "index"], kind="stable").head(k)
-
-
-def merge_chunks(a: ChunkResult, b: ChunkResult, space: RankSpace) -> ChunkResult:
-    """Combine two chunk results (associative: any merge order gives the same survivors)."""
-    infeasible = dict(a.infeasible)
-    for k, v in b.infeasible.items():
-        infeasible[k] = infeasible.get(k, 0) + v
-
-    def cat(x: pd.DataFrame | None, y: pd.DataFrame | None) -> pd.DataFrame | None:
-        if x is None or y is None:
-            return x if y is None else y
-        parts = [d for d in (x, y) if not d.empty]
-        return pd.concat(parts, ignore_index=True) if parts else x
-
-    front = cat(a.front, b.front)
-    assert front is not None
-    front = _front(front) if space.pareto else _fastest(front, space.keep)
-    unscreened = cat(a.front_unscreened, b.front_unscreened)
-    if unscreened is not None:
-        unscreened = _front(unscreened)
-    return ChunkResult(n_rows=a.n_rows + b.n_rows, infeasible=infeasible, n_screened=a.n_screened + b.n_screened,
-                       front=front.reset_index(drop=True),
-                       front_unscreened=None if unscreened is None else unscreened.reset_index(drop=True))
-
-
-# ---------------------------------------------------------------------------------------------
-# Prediction and ranking
-
-def prediction_rows(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
-    """Sweep-format rows (kernel, gpu, size.*, config.*) for configurations, ready for predict_rows."""
-    rows = pd.DataFrame({"kernel": space.kernel_key, "gpu": space.gpu_key}, index=configs.index)
-    for name, v in space.sizes.items():
-        rows[f"size.{name}"] = float(v)
-    for name in space.kernel.config_names:
-        rows[f"config.{name}"] = configs[name].to_numpy(dtype=np.float64)
-    return rows
-
-
-def _predict(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
-    out = configs.copy()
-    if space.model is None or configs.empty:
-        for c in ("time_ms", "lo_ms", "hi_ms"):
-            out[c] = np.nan
-        out["regime"], out["limiter"], out["out_of_domain"], out["ood_reason"] = "", "", False, ""
-        return out
-    from hybridperf.learn.model import predict_rows
-
-    pred = predict_rows(space.model, prediction_rows(space, configs))
-    for c in ("time_ms", "lo_ms", "hi_ms", "regime", "limiter", "out_of_domain", "ood_reason"):
-        out[c] = pred[c].to_numpy()
-    return out
-
-
 def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:
     if space.model is None:
         order = cands.sort_values(["efficiency", "utilization", "index"], ascending=[False, False, True])
@@ -283,16 +92,6 @@ def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:
             "limiter", "out_of_domain", "ood_reason", "efficiency", "utilization"]
     cols += [c for c in ("register_spill", "memory_bound") if c in order.columns]
     return order[cols].rename(columns={n: f"config.{n}" for n in space.kernel.config_names}).reset_index(drop=True)
-
-
-def _key(obj: Any, loader: Any, ident: str) -> str:
-    """The name rows should carry: the shipped name when it loads back to the same file, else the path."""
-    try:
-        if loader(ident).sha256 == obj.sha256:
-            return ident
-    except (UnknownKernelError, UnknownGPUError):
-        pass
-    return obj.path
 
 
 def _check_overrides(kernel: KernelDescriptor, overrides: Mapping[str, Sequence[float]]) -> None:
@@ -383,8 +182,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     if space_overrides:
         _check_overrides(desc, space_overrides)
         desc = desc.with_space({k: tuple(float(v) for v in vs) for k, vs in space_overrides.items()})
-    kernel_key = _key(desc, load_kernel, desc.name)  # with_space keeps the file's sha256
-    gpu_key = _key(spec, load_gpu, Path(spec.path).stem)
+    kernel_key, gpu_key = desc.key, spec.key  # with_space keeps the descriptor's path
     space = RankSpace(kernel=desc, gpu=spec, sizes=_sizes(desc, sizes), kernel_key=kernel_key, gpu_key=gpu_key,
                       screen_bandwidth=screen_bandwidth, pareto=pareto, model=model, keep=top)
     n = desc.space_size()
@@ -404,7 +202,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
         if bar is not None:
             bar.close()
     if total is None:
-        total = ChunkResult(n_rows=0, infeasible={}, n_screened=0, front=pd.DataFrame(columns=["index", *_OBJECTIVES]))
+        total = ChunkResult(n_rows=0, infeasible={}, n_screened=0, front=pd.DataFrame(columns=["index", *OBJECTIVES]))
     notes: list[str] = []
     front, fallback = total.front, False
     if screen_bandwidth and front.empty and total.front_unscreened is not None and not total.front_unscreened.empty:
@@ -412,7 +210,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
         notes.append(f"every feasible configuration is memory-bound by the roofline ({total.n_screened}); "
                      "screening was skipped so that something is ranked")
     front = front.sort_values("index").reset_index(drop=True)
-    cands = _predict(space, front) if pareto else front
+    cands = predict_configs(space, front) if pareto else front
     ranked = _rank(space, cands)
     if ranked["out_of_domain"].any():
         notes.append(f"{int(ranked['out_of_domain'].sum())} of {len(ranked)} candidates are outside the model's "

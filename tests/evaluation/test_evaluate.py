@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from hybridperf.errors import HybridperfError
-from hybridperf.evaluation.evaluate import ape_metrics, split_indices, topk_scores
+from hybridperf.evaluation.evaluate import ape_metrics, topk_scores
+from hybridperf.evaluation.splits import split_indices
 
 
 def _sweep(n: int = 200) -> pd.DataFrame:

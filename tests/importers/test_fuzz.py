@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from hybridperf.errors import HybridperfError
 from hybridperf.importers import FORMATS, import_to_file
-from hybridperf.sweep import read_sweep, validate_sweep
+from hybridperf.sweep import validate_sweep
+from hybridperf.sweepfile import read_sweep
 from tests.paths import SWEEP_FIXTURES, TITANV_SWEEP
 
 FUZZ = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -12,7 +12,8 @@ import pytest
 from hybridperf.errors import SweepError
 from hybridperf.importers import FORMATS, import_sweep, import_to_file
 from hybridperf.importers.aiwc import GPU_DEVICES
-from hybridperf.sweep import read_sweep, summarize_sweep
+from hybridperf.sweep import summarize_sweep
+from hybridperf.sweepfile import read_sweep
 from tests.paths import SWEEP_FIXTURES, stem
 
 AIWC_GPUS = ["geforce-gtx-1080", "tesla-k20c", "core-i7-6700k"]

@@ -1,4 +1,4 @@
-"""HybridRegressor: the scikit-learn contract, modes, intervals and the out-of-domain flag."""
+"""HybridRegressor: the scikit-learn contract, modes, intervals, and a save/load round trip of its state."""
 from __future__ import annotations
 
 import numpy as np
@@ -65,12 +65,47 @@ def test_conformal_interval_covers_about_nominal() -> None:
     assert est.interval_half_width(0.8) <= est.interval_half_width(0.9)
 
 
-def test_out_of_domain_flags_range_and_unseen_categories() -> None:
-    X, y, _ = _synthetic()
-    est = HybridRegressor(baseline_column=0, coverage=None, categorical_columns=[1]).fit(X, y)
-    probe = np.array([X[0], X[0], X[0]])
-    probe[1, 2] = X[:, 2].max() + 5  # beyond the range of column 2
-    probe[2, 1] = 7.0  # a config value never seen
-    flag, cols = est.out_of_domain(probe)
-    assert list(flag) == [False, True, True]
-    assert 2 in cols[1] and 1 in cols[2]
+@pytest.mark.parametrize("seed", range(12))
+def test_state_round_trip_keeps_every_parameter_and_prediction(seed: int) -> None:
+    """Random estimators (mode, calibration, groups, coverage, shrinking, booster) survive to_dict/from_dict."""
+    import json
+
+    rng = np.random.default_rng(seed)
+    X, y, size = _synthetic(n=300, seed=seed)
+    groups_col = rng.integers(0, 3, len(y)).astype(float)
+    X = np.column_stack([X, groups_col, np.floor(groups_col / 2)])
+    mode = ["hybrid", "analytical", "calibrated", "boosting"][seed % 4]
+    est = HybridRegressor(
+        regressor=XGBRegressor(n_estimators=int(rng.integers(5, 30)), max_depth=int(rng.integers(2, 6)), n_jobs=1),
+        baseline_column=0, mode=mode, coverage=[None, 0.8, 0.9][seed % 3], n_splits=int(rng.integers(2, 6)),
+        random_state=int(rng.integers(0, 100)), group_columns=[3, 4] if seed % 2 else None,
+        shrink_residual=bool(seed % 3 == 0), calibration=["scale", "affine"][seed % 2],
+        extrapolation_columns=[2] if seed % 2 else None)
+    est.fit(X, y, groups=np.digitize(np.log(size), [8, 10, 12]) if seed % 2 else None)
+    doc = json.loads(json.dumps(est.to_dict(), allow_nan=False))  # through real JSON text
+    back = HybridRegressor.from_dict(doc)
+    want, got = est.get_params(deep=False), back.get_params(deep=False)
+    for key in want:
+        if key == "regressor":
+            assert got[key].get_params() == want[key].get_params()
+        else:
+            assert got[key] == want[key], key
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    for cov in (0.5, 0.9):
+        for a, b in zip(back.predict_interval(X, cov), est.predict_interval(X, cov)):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_state_of_an_unfitted_or_foreign_regressor_is_refused() -> None:
+    from sklearn.exceptions import NotFittedError
+    from sklearn.linear_model import LinearRegression
+
+    from hybridperf.learn.persist import ModelFileError
+
+    with pytest.raises(NotFittedError):
+        HybridRegressor().to_dict()
+    X, y, _ = _synthetic(n=100)
+    with pytest.raises(ModelFileError, match="XGBRegressor"):
+        HybridRegressor(regressor=LinearRegression(), baseline_column=0).fit(X, y).to_dict()
+    with pytest.raises(ModelFileError, match="unknown parameter"):
+        HybridRegressor.from_dict({"params": {"nope": 1}})

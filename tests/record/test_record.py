@@ -8,7 +8,7 @@ import pytest
 
 from hybridperf.errors import RecordError
 from hybridperf.record import ContextLost, RunFailed, record_sweep
-from hybridperf.sweep import read_provenance, read_sweep
+from hybridperf.sweepfile import read_provenance, read_sweep
 
 
 class FakeLaunch:

@@ -34,8 +34,7 @@ _PRED = ["time_ms", "lo_ms", "hi_ms", "regime", "limiter", "feasible", "out_of_d
 
 def default_model_predictions() -> dict[str, Any]:
     from hybridperf.datasets import load_dataset
-    from hybridperf.learn.model import predict_rows
-    from hybridperf.learn.persist import load_model
+    from hybridperf.learn.model import load_model, predict_rows
 
     model = load_model(DEFAULT_MODEL)
     gemm = load_dataset("neusight-gemm")
@@ -52,9 +51,9 @@ def trained_titanv() -> dict[str, Any]:
     grid = parameter_grid({"N": [1024.0 * 2**i for i in range(8)]})
     rows = pd.DataFrame({"kernel": "seed004-matvec", "gpu": "titan-v", "size.N": grid["N"]})
     out = _cols(predict_rows(model, rows), _PRED)
-    out["baselines"] = sorted(model.metadata["baselines"].items())
+    out["baselines"] = sorted(model.features.baselines_.items())
     out["training_log_rmse"] = model.metadata["training_log_rmse"]
-    out["domain"] = model.metadata["domain"]
+    out["domain"] = model.features.domain_
     return out
 
 
@@ -68,7 +67,7 @@ def evaluate_titanv(split: str) -> dict[str, Any]:
 
 
 def rank_default() -> dict[str, Any]:
-    from hybridperf.learn.persist import load_model
+    from hybridperf.learn.model import load_model
     from hybridperf.search.rank import rank_configs
 
     res = rank_configs(load_model(DEFAULT_MODEL), "neusight-gemm", "t4", {"B": 1, "M": 2048, "N": 2048, "K": 2048})

@@ -9,7 +9,7 @@ import pytest
 
 from hybridperf.analytical.run import analyze
 from hybridperf.kernel import load_kernel
-from hybridperf.search.rank import space_rows
+from hybridperf.search.chunks import space_rows
 
 DESCRIPTOR = Path(__file__).with_name("synthetic-10m.toml")
 GPU = "titan-v"

@@ -7,16 +7,9 @@ import pytest
 
 from hybridperf.errors import HybridperfError
 from hybridperf.learn.model import predict_rows
-from hybridperf.search.measure_next import (
-    FeaturePool,
-    expected_improvement,
-    replay,
-    replay_pool,
-    select_batch,
-    should_stop,
-    suggest_next,
-    update,
-)
+from hybridperf.search.acquisition import expected_improvement, select_batch, should_stop
+from hybridperf.search.ensemble import FeaturePool, log_predict
+from hybridperf.search.measure_next import replay, replay_pool, suggest_next, update
 from hybridperf.search.rank import rank_configs
 
 from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
@@ -104,11 +97,9 @@ def test_update_retrains_with_the_new_rows(model, small_sweep) -> None:
 
 
 def test_fast_path_predictions_equal_predict_rows(model, small_sweep) -> None:
-    from hybridperf.search.measure_next import _log_predict
-
     rows = small_sweep[small_sweep["status"] == "ok"].head(50)
     pool = FeaturePool.of(rows)
-    np.testing.assert_allclose(np.exp(_log_predict(model, pool, np.arange(50))),
+    np.testing.assert_allclose(np.exp(log_predict(model, pool, np.arange(50))),
                                predict_rows(model, rows)["time_ms"].to_numpy(), rtol=1e-9)
 
 

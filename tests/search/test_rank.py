@@ -7,8 +7,9 @@ import pytest
 
 from hybridperf.analytical.run import analyze
 from hybridperf.errors import DescriptorError, HybridperfError
+from hybridperf.search.chunks import chunk_ranges, space_rows
 from hybridperf.search.pareto import pareto_mask
-from hybridperf.search.rank import chunk_ranges, rank_configs, space_rows
+from hybridperf.search.rank import rank_configs
 
 from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
 

@@ -1,10 +1,11 @@
-"""Architecture constants of the GPA models (V100 defaults) and instruction latency bounds."""
+"""Scheduler geometry of the GPA models (from a GPU spec; GPA's V100 by default) and instruction latency bounds."""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 
 from hybridperf.advise.gpa.errors import GPAParameterError
+from hybridperf.hardware import GPUSpec, load_gpu
 
 __all__ = ["V100", "GPAArch"]
 
@@ -13,8 +14,10 @@ __all__ = ["V100", "GPAArch"]
 class GPAArch:
     """Scheduler geometry and instruction latencies used by the blamer and the estimators.
 
-    The first four fields are the constants GPA hard-wires for V100 (GPA.md Sec. 4: 80 SMs,
-    4 warp schedulers per SM, 64 warps per SM, 32 threads per warp). The latencies are in core
+    The geometry fields (SMs, warp schedulers per SM, warps per SM, warp size) come from a GPU
+    spec (:meth:`from_spec`); GPA hard-wires V100's (GPA.md Sec. 4: 80 SMs, 4 warp schedulers per
+    SM, 64 warps per SM, 32 threads per warp), which :data:`V100` reads from the shipped Tesla
+    V100 spec. The latencies are in core
     cycles and serve two purposes: the blamer's latency-based pruning (paper Sec. 4, rule 3) uses
     them as upper bounds, and Strength Reduction matches arithmetic whose latency is at least
     ``strength_reduction_min_cycles`` (GPA.md Sec. 5).
@@ -28,11 +31,11 @@ class GPAArch:
     another GPU.
     """
 
-    name: str = "V100"
-    sm_count: int = 80
-    schedulers_per_sm: int = 4
-    max_warps_per_sm: int = 64
-    warp_size: int = 32
+    name: str
+    sm_count: int
+    schedulers_per_sm: int
+    max_warps_per_sm: int
+    warp_size: int
     arith_cycles: int = 4
     fp64_cycles: int = 8
     bitcount_cycles: int = 10
@@ -57,6 +60,12 @@ class GPAArch:
                 f"GPAArch: max_warps_per_sm ({self.max_warps_per_sm}) must be >= "
                 f"schedulers_per_sm ({self.schedulers_per_sm})"
             )
+
+    @classmethod
+    def from_spec(cls, gpu: GPUSpec, **latencies: int) -> GPAArch:
+        """The scheduler geometry of a GPU spec; latency bounds keep GPA's values unless given."""
+        return cls(name=gpu.name, sm_count=gpu.sm_count, schedulers_per_sm=gpu.limits.warp_schedulers_per_sm,
+                   max_warps_per_sm=gpu.limits.max_warps_per_sm, warp_size=gpu.warp_size, **latencies)
 
     def latency_cycles(self, latency_class: str) -> int:
         """Latency (upper bound for variable-latency classes) of a class from ``sass.latency_class``."""
@@ -87,4 +96,4 @@ class GPAArch:
 
 
 #: The V100 (Volta GV100) GPA was built for and evaluated on.
-V100 = GPAArch()
+V100 = dataclasses.replace(GPAArch.from_spec(load_gpu("tesla-v100-pcie-16gb")), name="V100")

@@ -19,6 +19,7 @@ from hybridperf.advise.gpa import (
     stall_elimination_speedup,
     thread_increase_speedup,
 )
+from hybridperf.hardware import load_gpu
 
 counts = st.floats(0, 1e9, allow_nan=False, allow_infinity=False)
 
@@ -146,13 +147,16 @@ def test_thread_increase_at_least_one(i, w, n):
 
 
 def test_arch_parameters():
-    a100ish = GPAArch(name="A100", sm_count=108, max_warps_per_sm=64)
+    a100ish = GPAArch.from_spec(load_gpu("a100"))
+    assert (a100ish.sm_count, a100ish.schedulers_per_sm, a100ish.max_warps_per_sm) == (108, 4, 64)
+    # GPA's V100 constants (paper Sec. 4: 80 SMs, 4 schedulers, 64 warps per SM, warp size 32).
+    assert (V100.sm_count, V100.schedulers_per_sm, V100.max_warps_per_sm, V100.warp_size) == (80, 4, 64, 32)
     assert block_increase_speedup(0.2, 16, 256, 100, 0.0, arch=a100ish) > 1.0
     assert block_increase_speedup(0.2, 16, 256, 100, 0.0, arch=V100) == 1.0
     assert V100.latency_cycles("mufu") == 14 and V100.max_latency_cycles == 1200
     with pytest.raises(GPAParameterError):
-        GPAArch(sm_count=0)
+        GPAArch(name="x", sm_count=0, schedulers_per_sm=4, max_warps_per_sm=64, warp_size=32)
     with pytest.raises(GPAParameterError):
-        GPAArch(schedulers_per_sm=8, max_warps_per_sm=4)
+        GPAArch(name="x", sm_count=80, schedulers_per_sm=8, max_warps_per_sm=4, warp_size=32)
     with pytest.raises(GPAParameterError, match="unknown latency class"):
         V100.latency_cycles("warp")

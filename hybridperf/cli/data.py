@@ -1,0 +1,92 @@
+"""Commands that move recorded runs in and out: import, export, record."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["add_commands"]
+
+
+def _options(items: list[str], maps: list[str] | None) -> dict[str, Any]:
+    from hybridperf.errors import HybridperfError
+
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise HybridperfError(f"--option {item!r}: write KEY=VALUE")
+        options[key.strip().replace("-", "_")] = value
+    if maps:
+        bad = [m for m in maps if "=" not in m]
+        if bad:
+            raise HybridperfError(f"--map {bad[0]!r}: write SOURCE=DEST, e.g. --map n=size.N")
+        options["mapping"] = dict(m.split("=", 1) for m in maps)
+    return options
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from hybridperf.importers import import_to_file
+    from hybridperf.sweep import summarize_sweep
+
+    df = import_to_file(args.source, args.format, args.output, **_options(args.option, args.map))
+    s = summarize_sweep(df)
+    print(f"imported {s.rows} rows ({s.ok} ok, {s.failed} failed, {s.invalid} invalid) of "
+          f"{', '.join(s.kernels)} on {', '.join(s.gpus)} -> {args.output}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from hybridperf.datasets import load_sources
+    from hybridperf.importers import export_kernel_tuner
+
+    data, _ = load_sources(args.data)
+    export_kernel_tuner(data, args.output)
+    print(f"wrote {len(data)} rows as a Kernel Tuner cache to {args.output}")
+    return 0
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from hybridperf.cli.output import progress_enabled
+    from hybridperf.errors import RecordError
+    from hybridperf.grid import parse_assignments
+    from hybridperf.record import record_sweep
+
+    summary = record_sweep(args.kernel, parse_assignments(args.sizes, "--sizes", RecordError),
+                           parse_assignments(args.space or [], "--space", RecordError) or None, args.output,
+                           gpu=args.gpu, min_repeats=args.min_repeats, max_repeats=args.max_repeats,
+                           target_cv=args.target_cv, warmup=args.warmup, ncu=args.ncu, retry_failed=args.retry_failed,
+                           bench=args.bench, progress=progress_enabled(args))
+    print(summary.describe())
+    return 1 if summary.stopped else 0
+
+
+def add_commands(sub: Any) -> None:
+    s = sub.add_parser("import", help="convert recorded runs (Kernel Tuner, KTT, UCI SGEMM, NeuSight, AIWC, CSV) to a sweep")
+    s.add_argument("source", help="file (or folder for neusight) to import")
+    s.add_argument("--format", required=True, choices=["kernel-tuner", "ktt", "uci-sgemm", "neusight", "aiwc", "csv"])
+    s.add_argument("-o", "--output", required=True, help="sweep to write (.parquet, .csv or .csv.gz)")
+    s.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="importer option, e.g. gpu=rtx-a4000, kernel=..., time_unit=us (repeatable)")
+    s.add_argument("--map", action="append", metavar="SRC=DST", help="csv: column mapping, e.g. n=size.N")
+    s.set_defaults(func=cmd_import)
+
+    s = sub.add_parser("export", help="write sweeps as a Kernel Tuner cache JSON (to replay picks in Kernel Tuner)")
+    s.add_argument("data", nargs="+")
+    s.add_argument("-o", "--output", required=True)
+    s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("record", help="time a kernel's sizes x configurations on this machine's NVIDIA GPU (CuPy)")
+    s.add_argument("--kernel", required=True, help="descriptor with a CUDA benchmark setup (see docs/record.md)")
+    s.add_argument("--sizes", action="append", required=True, metavar="NAME=VALUES", help="size values (repeatable)")
+    s.add_argument("--space", action="append", metavar="NAME=VALUES", help="config values (default: the descriptor's)")
+    s.add_argument("-o", "--output", required=True, help="sweep file; rows already there are skipped (resume)")
+    s.add_argument("--gpu", help="GPU spec to record under (default: matched from the device)")
+    s.add_argument("--bench", help="benchmark setup TOML (default: the shipped one for the kernel)")
+    s.add_argument("--min-repeats", type=int, default=5)
+    s.add_argument("--max-repeats", type=int, default=50)
+    s.add_argument("--target-cv", type=float, default=0.02, help="stop repeating below this coefficient of variation")
+    s.add_argument("--warmup", type=int, default=3)
+    s.add_argument("--ncu", action="store_true", help="also collect Nsight Compute metrics and stall samples")
+    s.add_argument("--retry-failed", action="store_true", help="run rows recorded as failed again")
+    s.add_argument("--quiet", action="store_true")
+    s.set_defaults(func=cmd_record)

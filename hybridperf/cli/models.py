@@ -1,0 +1,163 @@
+"""Commands that learn from recorded runs: train, predict, evaluate, calibrate."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from hybridperf.cli.output import dump_json, print_table, progress_enabled, records
+
+__all__ = ["add_commands"]
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    return "hybridperf " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from hybridperf.datasets import load_sources
+    from hybridperf.learn.model import train_model
+
+    data, hashes = load_sources(args.data)
+    if args.kernel:
+        data = data[data["kernel"].isin(args.kernel)]
+    t0 = time.perf_counter()
+    model = train_model(data, baseline=args.baseline, mode=args.mode, coverage=args.coverage,
+                        tune_trials=args.tune, study_path=args.study, progress=progress_enabled(args),
+                        random_state=args.seed, provenance={"data": hashes, "command": _command_line(args)})
+    seconds = time.perf_counter() - t0
+    model.save(args.output)
+    m = model.metadata
+    print(f"trained {model.mode} model (baseline {model.baseline or 'none'}) on {m['n_rows']} runs "
+          f"({m['n_dropped_not_ok']} failed/invalid rows kept out) of {len(m['kernels'])} kernel(s) on "
+          f"{len(m['gpus'])} GPU(s) in {seconds:.1f} s; training log-RMSE {m['training_log_rmse']:.3f}"
+          + (f", tuned CV log-RMSE {m['tuning']['cv_log_rmse']:.3f}" if m.get("tuning") else ""))
+    print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from hybridperf.grid import parse_assignments
+    from hybridperf.learn.model import load_model, predict_rows, rows_to_predict
+    from hybridperf.sweep import param_columns, param_name
+
+    model = load_model(args.model)
+    rows = rows_to_predict(model, rows=args.rows, kernel=args.kernel, gpu=args.gpu,
+                           values=parse_assignments(args.set))
+    pred = predict_rows(model, rows, coverage=args.coverage)
+    cov = args.coverage or model.estimator.coverage
+    params = param_columns(rows)
+    out = rows[["kernel", "gpu", *params]].join(pred)
+    if args.json:
+        dump_json({"coverage": cov, "rows": records(out)})
+    elif args.csv:
+        out.to_csv(sys.stdout, index=False)
+    else:
+        show = out.rename(columns=param_name)
+        print_table(show, [param_name(c) for c in params] + ["time_ms", "lo_ms", "hi_ms", "regime", "limiter",
+                                                             "out_of_domain", "ood_reason"])
+        print(f"\ninterval: {cov:.0%} conformal; out_of_domain: outside the training range or unseen values")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from hybridperf.datasets import load_sources
+    from hybridperf.evaluation.evaluate import evaluate
+
+    booster_params = None
+    sources = list(args.data)
+    if args.model:
+        from hybridperf.learn.model import load_model
+
+        model = load_model(args.model)
+        booster_params = model.booster_params()
+        if not sources:
+            sources = [s.removeprefix("dataset:") for s in model.metadata.get("data", {})]
+    data, _ = load_sources(sources)
+    if args.kernel:
+        data = data[data["kernel"].isin(args.kernel)]
+    opts = {k: v for k, v in dict(train_max_size=args.train_max_size, holdout=args.holdout,
+                                  calibration_runs=args.calibration_runs, budget_fraction=args.budget).items()
+            if v is not None}
+    ev = evaluate(data, args.split, booster_params=booster_params, seed=args.seed, **opts)
+    if args.json:
+        dump_json({"split": ev.split, "n_train": ev.n_train, "n_test": ev.n_test, "table": records(ev.table)})
+        return 0
+    print(f"split {ev.split}: {ev.n_train} training runs, {ev.n_test} test runs")
+    print_table(ev.table, [c for c in ["method", "n", "mape", "median_ape", "p90_ape", "spearman", "top1", "top5",
+                                       "cover80", "cover90", "seconds"] if c in ev.table.columns])
+    print("\nAPE in %; top-k: best measured / best measured among the k best predicted per (kernel, gpu, sizes); "
+          "cover: % of measured times inside the nominal 80/90% intervals")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from hybridperf.datasets import load_sources
+    from hybridperf.learn.calibrate import calibrate_gpu, write_gpu_spec
+
+    data, _ = load_sources(args.data)
+    cal = calibrate_gpu(data, args.gpu, model=args.model, parameters=args.param or None)
+    for name, value in cal.fitted.items():
+        print(f"{name:32s} {cal.initial[name]:>10.4g} -> {value:>10.4g}")
+    print(f"log RMSE of {args.model} over {cal.n_runs} runs: {cal.log_rmse_before:.3f} -> {cal.log_rmse_after:.3f}")
+    if args.output:
+        write_gpu_spec(cal.gpu, args.output, name=f"{cal.gpu.name} (calibrated)")
+        print(f"wrote {args.output} (use it with --gpu {args.output})")
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    from hybridperf.analytical.run import TIME_MODELS
+    from hybridperf.evaluation.splits import SPLITS
+    from hybridperf.learn.calibrate import DEFAULT_BOUNDS
+    from hybridperf.learn.modes import MODES
+
+    s = sub.add_parser("train", help="fit a hybrid model on recorded sweeps and write a model file")
+    s.add_argument("data", nargs="+", help="sweep files (CSV/Parquet) or shipped dataset names")
+    s.add_argument("-o", "--output", required=True, help="model file to write (JSON)")
+    s.add_argument("--baseline", default="auto", choices=["auto", "none", *TIME_MODELS])
+    s.add_argument("--mode", default="hybrid", choices=list(MODES))
+    s.add_argument("--kernel", action="append", help="train on these kernels only (repeatable)")
+    s.add_argument("--tune", type=int, default=0, metavar="N", help="optuna trials to tune the booster first")
+    s.add_argument("--study", help="SQLite file to store/resume the optuna study")
+    s.add_argument("--coverage", type=float, default=0.9, help="nominal coverage of the prediction intervals")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(func=cmd_train, argv=None)
+
+    s = sub.add_parser("predict", help="predict times (with interval, regime, out-of-domain flag) for unseen sizes")
+    s.add_argument("-m", "--model", required=True, help="model file from 'hybridperf train'")
+    s.add_argument("--kernel", help="descriptor name or path (default: the model's only kernel)")
+    s.add_argument("--gpu", help="GPU name or spec path (default: the model's only GPU)")
+    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES",
+                   help="parameter values: 4096 | 1024,2048 | 1024:8192:1024 | 1024:32768:x2 (repeatable)")
+    s.add_argument("--rows", help="CSV/Parquet of rows to predict (kernel, gpu, size.*, config.* columns)")
+    s.add_argument("--coverage", type=float, help="interval coverage (default: the model's)")
+    fmt = s.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    s.set_defaults(func=cmd_predict)
+
+    s = sub.add_parser("evaluate", help="a split's accuracy: analytical, calibrated, boosting and hybrid side by side")
+    s.add_argument("data", nargs="*", help="sweep files or dataset names (default: the model's training data)")
+    s.add_argument("-m", "--model", help="take booster parameters (and default data) from this model")
+    s.add_argument("--split", required=True, choices=list(SPLITS))
+    s.add_argument("--kernel", action="append", help="evaluate on these kernels only (repeatable)")
+    s.add_argument("--train-max-size", type=float, help="S2: train on sizes <= this (default: 1/4 of the largest)")
+    s.add_argument("--holdout", help="S3/S4: the kernel or GPU left out")
+    s.add_argument("--calibration-runs", type=int, help="S4: runs of the held-out GPU moved into training")
+    s.add_argument("--budget", type=float, help="S5: fraction of the sweep measured (default 0.01)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_evaluate)
+
+    s = sub.add_parser("calibrate", help="fit a GPU's model machine parameters to recorded runs")
+    s.add_argument("data", nargs="+", help="sweep files or dataset names with runs on that GPU")
+    s.add_argument("--gpu", required=True)
+    s.add_argument("--model", default="mwp-cwp", choices=list(DEFAULT_BOUNDS))
+    s.add_argument("--param", action="append", help="parameters to fit (default: all the model reads)")
+    s.add_argument("-o", "--output", help="write the calibrated spec TOML here")
+    s.set_defaults(func=cmd_calibrate)
+
+

@@ -1,0 +1,54 @@
+"""The evaluation splits S1-S5 of EVALUATION.md: which rows train and which test."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hybridperf.errors import HybridperfError
+from hybridperf.sweep import size_metric
+
+__all__ = ["SPLITS", "split_indices"]
+
+SPLITS = ("S1", "S2", "S3", "S4", "S5")
+
+
+def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2, train_max_size: float | None = None,
+                  size_fraction: float = 0.25, holdout: str | None = None, calibration_runs: int = 0,
+                  budget_fraction: float = 0.01, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions (train, test) of a split, over the given (ok) rows.
+
+    S1 random configurations (``test_fraction``); S2 train on sizes <= ``train_max_size`` or, per
+    kernel, <= ``size_fraction`` x its largest size, test on the rest; S3 leave kernel ``holdout``
+    out; S4 leave GPU ``holdout`` out, moving ``calibration_runs`` random rows of it into training;
+    S5 train on a random ``budget_fraction`` of rows, test on the rest.
+    """
+    n = len(sweep)
+    rng = np.random.default_rng(seed)
+    pos = np.arange(n)
+    if split == "S1":
+        test = rng.random(n) < test_fraction
+    elif split == "S2":
+        size = size_metric(sweep)
+        if train_max_size is not None:
+            test = size > train_max_size
+        else:
+            kmax = pd.Series(size).groupby(sweep["kernel"].to_numpy()).transform("max").to_numpy()
+            test = size > kmax * size_fraction
+    elif split in ("S3", "S4"):
+        col = "kernel" if split == "S3" else "gpu"
+        if holdout is None or holdout not in set(sweep[col]):
+            raise HybridperfError(f"{split} needs --holdout naming a {col} in the data; have: {', '.join(sorted(set(sweep[col])))}")
+        test = (sweep[col] == holdout).to_numpy().copy()  # pandas may hand out a read-only view
+        if split == "S4" and calibration_runs:
+            cal = rng.choice(pos[test], size=min(calibration_runs, int(test.sum()) - 1), replace=False)
+            test[cal] = False
+    elif split == "S5":
+        k = max(2, int(round(budget_fraction * n)))
+        train = rng.choice(n, size=k, replace=False)
+        test = np.ones(n, dtype=bool)
+        test[train] = False
+    else:
+        raise HybridperfError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
+    if test.all() or not test.any():
+        raise HybridperfError(f"split {split} leaves {'no training' if test.all() else 'no test'} rows; adjust its options")
+    return pos[~test], pos[test]

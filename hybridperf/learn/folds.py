@@ -1,0 +1,37 @@
+"""Held-out splits for out-of-fold fits: random or grouped folds, and forward splits over ordered groups."""
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from sklearn.model_selection import GroupKFold, KFold
+
+__all__ = ["HOLDOUT_ROWS", "Split", "forward_splits", "oof_splits"]
+
+HOLDOUT_ROWS = 20_000  # above this, without groups, one 20% holdout replaces the k folds
+Split = tuple[np.ndarray, np.ndarray]
+
+
+def forward_splits(groups: npt.ArrayLike) -> list[Split] | None:
+    """Each ordered group (e.g. a size band) as a test set, trained on the smaller groups (at least
+    two rows); None with fewer than three groups."""
+    g = np.asarray(groups, dtype=np.float64)
+    bands = np.unique(g[np.isfinite(g)])
+    if len(bands) < 3:
+        return None
+    splits = [(np.flatnonzero(g < b), np.flatnonzero(g == b)) for b in bands[1:]]
+    return [(tr, te) for tr, te in splits if len(tr) >= 2]
+
+
+def oof_splits(n: int, n_splits: int, groups: npt.ArrayLike | None, random_state: int | None) -> list[Split] | None:
+    """Out-of-fold splits of ``n`` rows: whole groups left out when ``groups`` is given, else shuffled
+    k folds (one 20% holdout above :data:`HOLDOUT_ROWS` rows); None when fewer than two folds fit."""
+    k = min(n_splits, n)
+    index = np.zeros((n, 1))
+    if groups is None and n > HOLDOUT_ROWS:
+        te = np.random.default_rng(random_state).random(n) < 0.2
+        return [(np.flatnonzero(~te), np.flatnonzero(te))]
+    if groups is not None:
+        g = np.asarray(groups)
+        k = min(k, len(np.unique(g)))
+        return list(GroupKFold(n_splits=k).split(index, None, g)) if k >= 2 else None
+    return list(KFold(n_splits=k, shuffle=True, random_state=random_state).split(index)) if k >= 2 else None

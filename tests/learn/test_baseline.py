@@ -1,0 +1,37 @@
+"""Choosing each kernel's baseline: the analytical time whose shape fits once scaled per (kernel, GPU)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hybridperf.analytical.run import TIME_MODELS
+from hybridperf.learn.baseline import baseline_column, choose_baselines, size_groups
+
+
+def _features(n: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    size = np.geomspace(1e3, 1e7, n)
+    kernels = np.array(["a"] * (n // 2) + ["b"] * (n - n // 2))
+    gpus = np.where(rng.random(n) < 0.5, "g1", "g2")
+    truth = 1.3 * np.log(size)  # the measured shape
+    cols = {baseline_column(m): np.log(size) for m in TIME_MODELS}  # wrong exponent for every model ...
+    # ... except mwp-cwp for kernel a and roofline for kernel b, each off by a per-GPU scale only.
+    cols[baseline_column("mwp-cwp")] = np.where(kernels == "a", truth + np.where(gpus == "g1", 0.5, -0.2), np.log(size))
+    cols[baseline_column("roofline")] = np.where(kernels == "b", truth - 1.0, 0.8 * np.log(size))
+    y = np.exp(truth + rng.normal(0, 0.01, n))
+    return pd.DataFrame(cols), y, kernels, gpus, size
+
+
+def test_each_kernel_gets_the_model_with_the_right_shape() -> None:
+    feats, y, kernels, gpus, size = _features(200)
+    for sizes in (None, size):  # spread-based and extrapolation-aware scores agree here
+        mapping, fallback = choose_baselines(feats, y, kernels, gpus, sizes)
+        assert mapping == {"a": "mwp-cwp", "b": "roofline"}
+        assert fallback in ("mwp-cwp", "roofline")
+
+
+def test_size_groups_are_ordered_bands() -> None:
+    size = np.geomspace(1, 1e6, 100)
+    g = size_groups(size)
+    assert g is not None and (np.diff(g) >= 0).all() and len(np.unique(g)) == 5
+    assert size_groups(np.array([4.0, 4.0, 8.0])) is None and size_groups(None) is None

@@ -1,0 +1,73 @@
+"""SweepFeatures: the fitted transformer (analytical terms, baseline chosen at fit, group ids, domain)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+
+from hybridperf.errors import HybridperfError
+from hybridperf.learn.baseline import BASELINE_COLUMN, GROUP_COLUMNS, baseline_column
+from hybridperf.learn.features import SweepFeatures, analytical_features
+from tests.paths import TITANV_SWEEP
+
+
+@pytest.fixture(scope="module")
+def titanv() -> pd.DataFrame:
+    return pd.read_csv(TITANV_SWEEP)
+
+
+def test_fit_chooses_a_baseline_per_kernel_and_fixes_the_columns(titanv: pd.DataFrame) -> None:
+    ft = SweepFeatures().fit(titanv, titanv["time_ms"])
+    assert set(ft.baselines_) == set(titanv["kernel"])
+    assert ft.baseline_ in ft.baselines_.values()
+    assert ft.columns_[-3:] == [BASELINE_COLUMN, *GROUP_COLUMNS]
+    X = ft.transform(titanv)
+    assert list(X.columns) == ft.columns_ and (X.dtypes == np.float64).all()
+    # Each row's baseline column is its kernel's chosen model's log time.
+    feats = analytical_features(titanv)
+    for kernel, model in ft.baselines_.items():
+        m = (titanv["kernel"] == kernel).to_numpy()
+        np.testing.assert_array_equal(X[BASELINE_COLUMN].to_numpy()[m], feats[baseline_column(model)].to_numpy()[m])
+    assert ft.domain_["seed004-matvec"]["gpus"] == ["titan-v"]
+
+
+def test_precomputed_features_give_the_same_matrix(titanv: pd.DataFrame) -> None:
+    feats = analytical_features(titanv)
+    a = SweepFeatures().fit_transform(titanv, titanv["time_ms"], features=feats)
+    b = SweepFeatures().fit(titanv, titanv["time_ms"]).transform(titanv)
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_fixed_none_and_params_only(titanv: pd.DataFrame) -> None:
+    fixed = SweepFeatures(baseline="roofline").fit(titanv)
+    assert set(fixed.baselines_.values()) == {"roofline"} and fixed.baseline_ == "roofline"
+    none = SweepFeatures(baseline="none", group_ids=False).fit(titanv)
+    assert none.baseline_ is None and BASELINE_COLUMN not in none.columns_ and GROUP_COLUMNS[0] not in none.columns_
+    params = SweepFeatures(baseline="none", columns="params", group_ids=False).fit(titanv)
+    assert params.columns_ and all(c.startswith(("size.", "log2_size.", "gpu_")) for c in params.columns_)
+
+
+def test_bad_settings_and_input_are_refused(titanv: pd.DataFrame) -> None:
+    with pytest.raises(HybridperfError, match="pass y"):
+        SweepFeatures().fit(titanv)
+    with pytest.raises(HybridperfError, match="unknown baseline"):
+        SweepFeatures(baseline="magic").fit(titanv)
+    with pytest.raises(HybridperfError, match="columns must be"):
+        SweepFeatures(columns="some").fit(titanv, titanv["time_ms"])
+    with pytest.raises(HybridperfError, match="DataFrame"):
+        SweepFeatures().fit(titanv.to_numpy(), titanv["time_ms"])
+    bad = titanv.head(3).assign(**{"size.N": 1e12})  # a launch beyond the GPU's limits
+    feats = analytical_features(bad)
+    if (feats["feasible"] == 0).any():
+        with pytest.raises(HybridperfError, match="infeasible"):
+            SweepFeatures().fit(bad, bad["time_ms"])
+
+
+def test_sklearn_clone_and_state_round_trip(titanv: pd.DataFrame) -> None:
+    ft = SweepFeatures(baseline="auto", size_aware=False)
+    assert clone(ft).get_params() == ft.get_params()
+    ft.fit(titanv, titanv["time_ms"])
+    back = SweepFeatures.from_dict(ft.to_dict())
+    pd.testing.assert_frame_equal(back.transform(titanv), ft.transform(titanv))
+    assert back.domain_ == ft.domain_ and back.baselines_ == ft.baselines_

@@ -105,14 +105,18 @@ def _xgemm_k(doc: dict[str, Any], m: float, n: float, source: str) -> tuple[floa
                          f"to derive K from; {fix}")
     flops = np.asarray(per_entry)
     kwg = [v for v in (doc.get("tune_params") or {}).get("KWG", []) if is_number(v) and v > 0]
+    fits = []  # (distance to the nearest integer, K, formula) of the candidates the kernel accepts
     for formula, k in (("2MNK + 2MK", flops / (2 * m * (n + 1))), ("2MNK", flops / (2 * m * n))):
         k_med = float(np.median(k))
         if np.max(np.abs(k / k_med - 1)) > 0.01:
             raise SweepError(f"{source}: the K implied by GFLOP/s varies over entries ({k.min():.6g}-{k.max():.6g}); "
                              f"the metric is not 2MNK-based; {fix}")
         if round(k_med) >= 1 and all(round(k_med) % v == 0 for v in kwg):
-            return float(round(k_med)), f"K = {round(k_med)} derived from the entries' GFLOP/s (flops = {formula})"
-    raise SweepError(f"{source}: no K derived from GFLOP/s is a multiple of every KWG {kwg}; {fix}")
+            fits.append((abs(k_med - round(k_med)), round(k_med), formula))
+    if not fits:
+        raise SweepError(f"{source}: no K derived from GFLOP/s is a multiple of every KWG {kwg}; {fix}")
+    _, k_int, formula = min(fits, key=lambda f: f[0])  # ties keep the hub's formula
+    return float(k_int), f"K = {k_int} derived from the entries' GFLOP/s (flops = {formula})"
 
 
 @functools.cache

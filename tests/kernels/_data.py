@@ -8,7 +8,8 @@ import pytest
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ktt"
 SWEEP_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sweeps"
 RAW = Path(__file__).resolve().parents[3] / "shared" / "data" / "raw"
-REAL_KERNELS = ("clblast-xgemm", "neusight-gemm", "kt-convolution", "kt-dedispersion", "ktt-coulomb-sum-3d")
+REAL_KERNELS = ("clblast-xgemm", "neusight-gemm", "kt-convolution", "kt-dedispersion", "ktt-coulomb-sum-3d",
+                "kt-pnpoly", "kt-hotspot", "kt-expdist")
 
 
 def raw(*parts: str) -> Path:

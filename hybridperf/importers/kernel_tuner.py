@@ -90,6 +90,36 @@ def _sizes(doc: dict[str, Any], kname: str, sizes: dict[str, float] | None,
     return {str(k): float(v) for k, v in out.items()}
 
 
+def _xgemm_k(doc: dict[str, Any], m: float, n: float, source: str) -> tuple[float, str]:
+    """K of an Xgemm cache, whose problem_size holds only (M, N): solved from each entry's GFLOP/s and time.
+
+    Kernel Tuner's gemm scripts record GFLOP/s = flops / time with flops = 2MNK + 2MK (the benchmark
+    hub's ``ops``) or 2MNK. Both candidates are tried; the kernel needs K % KWG == 0 for every recorded
+    KWG, which tells them apart (at M = N = K = 4096 the second reads 4097).
+    """
+    per_entry = [e["GFLOP/s"] * e["time"] * 1e6 for e in doc["cache"].values()
+                 if isinstance(e, dict) and is_number(e.get("GFLOP/s")) and is_number(e.get("time"))
+                 and 0 < e["time"] < FAILED_SENTINEL and e["GFLOP/s"] > 0]
+    fix = "pass sizes={'K': ...} (CLI: --option sizes=K=...)"
+    if not per_entry:
+        raise SweepError(f"{source}: an Xgemm cache's problem_size gives M and N only, and no entry records GFLOP/s "
+                         f"to derive K from; {fix}")
+    flops = np.asarray(per_entry)
+    kwg = [v for v in (doc.get("tune_params") or {}).get("KWG", []) if is_number(v) and v > 0]
+    fits = []  # (distance to the nearest integer, K, formula) of the candidates the kernel accepts
+    for formula, k in (("2MNK + 2MK", flops / (2 * m * (n + 1))), ("2MNK", flops / (2 * m * n))):
+        k_med = float(np.median(k))
+        if np.max(np.abs(k / k_med - 1)) > 0.01:
+            raise SweepError(f"{source}: the K implied by GFLOP/s varies over entries ({k.min():.6g}-{k.max():.6g}); "
+                             f"the metric is not 2MNK-based; {fix}")
+        if round(k_med) >= 1 and all(round(k_med) % v == 0 for v in kwg):
+            fits.append((abs(k_med - round(k_med)), round(k_med), formula))
+    if not fits:
+        raise SweepError(f"{source}: no K derived from GFLOP/s is a multiple of every KWG {kwg}; {fix}")
+    _, k_int, formula = min(fits, key=lambda f: f[0])  # ties keep the hub's formula
+    return float(k_int), f"K = {k_int} derived from the entries' GFLOP/s (flops = {formula})"
+
+
 @functools.cache
 def _counter_name(key: str) -> str:
     return slug(key.replace("/", "_per_"), keep="_.").replace("-", "_")
@@ -108,7 +138,8 @@ def read_kernel_tuner(source: str | Path, *, kernel: str | None = None, gpu: str
         Override the kernel name (default from :data:`KERNELS`, else ``kt-<kernel_name>``) and
         the GPU spec stem (default: resolved from ``device_name``).
     sizes : dict, optional
-        Extra or overriding size parameters, e.g. ``{"K": 4096}``.
+        Extra or overriding size parameters, e.g. ``{"K": 4096}``. An Xgemm cache's problem_size
+        holds only M and N; without ``K`` here it is derived from the recorded GFLOP/s.
     size_names : list of str, optional
         Names for the entries of ``problem_size`` (default from :data:`KERNELS`, else p0, p1, ...).
     progress : bool, optional
@@ -136,6 +167,9 @@ def read_kernel_tuner(source: str | Path, *, kernel: str | None = None, gpu: str
     device = doc.get("device_name")
     gpu = gpu or doc.get(f"{_OWN}gpu") or resolve_gpu(device, source)
     size_values = _sizes(doc, kname if isinstance(kname, str) else "", sizes, size_names, source)
+    if kname == "Xgemm" and {"M", "N"} <= set(size_values) and "K" not in size_values:
+        size_values["K"], note = _xgemm_k(doc, size_values["M"], size_values["N"], source)
+        notes.append(note)
 
     n = len(cache)
     params: dict[str, list[Any]] = {k: [] for k in keys}

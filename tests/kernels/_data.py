@@ -6,4 +6,5 @@ from tests.paths import RAW, SWEEP_FIXTURES, raw
 
 __all__ = ["FIXTURES", "RAW", "REAL_KERNELS", "SWEEP_FIXTURES", "raw"]
 
-REAL_KERNELS = ("clblast-xgemm", "neusight-gemm", "kt-convolution", "kt-dedispersion", "ktt-coulomb-sum-3d")
+REAL_KERNELS = ("clblast-xgemm", "neusight-gemm", "kt-convolution", "kt-dedispersion", "ktt-coulomb-sum-3d",
+                "kt-pnpoly", "kt-hotspot", "kt-expdist")

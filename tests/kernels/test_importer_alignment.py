@@ -37,8 +37,8 @@ def test_kernel_tuner_gemm() -> None:
     kt = pytest.importorskip("hybridperf.importers.kernel_tuner")
     df = kt.read_kernel_tuner(_fixture("kt_gemm_rtx2080ti.json"))
     _check(df, "clblast-xgemm")
-    # problem_size gives M and N only; K falls back to the descriptor default, the hub's 4096
-    assert "size.K" not in df.columns and load_kernel("clblast-xgemm").parameters["K"].default == 4096
+    # problem_size gives M and N only; K is solved from the recorded GFLOP/s (the hub's 4096)
+    assert (df["size.K"] == 4096).all() and "derived from the entries' GFLOP/s" in df.attrs["provenance"]["notes"][0]
 
 
 def test_uci_sgemm() -> None:

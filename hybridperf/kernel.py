@@ -52,7 +52,12 @@ OPTIONAL_COUNTS: dict[str, str] = {
     "miss_ratio": "1",
     "load_bytes_per_warp": "128",
     "ryoo_instr": "comp_insts + sfu_insts + coal_mem_insts + uncoal_mem_insts",
-    "ryoo_regions": "1 + global_loads + sync_insts",
+    # Seed 003 Sec. 4: intervals delimited by blocking instructions (global loads, syncs; SFU ops only
+    # when neither exists) or the kernel start/end; a run of independent loads is one unit, and mlp
+    # is the number of independent loads a warp issues together (Fig. 2(c): 256 pairs of loads and
+    # 512 barriers -> 1 + 256 + 512 = 769 regions).
+    "ryoo_regions": "1 + where(global_loads + sync_insts > 0, global_loads / max(mlp, 1) + sync_insts, "
+                    "sfu_insts)",
     "flops": "fp_insts",
     "dram_bytes": "4 * (global_loads + global_stores) * threads_per_block * blocks",
 }

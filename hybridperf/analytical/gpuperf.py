@@ -7,7 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hybridperf.analytical._terms import Terms
-from hybridperf.analytical.launch import LaunchState, launch_state
+from hybridperf.analytical.launch import LaunchState, dram_bytes_per_mem_warp, launch_state
 from hybridperf.hardware import GPUSpec
 from hybridperf.kernel import KernelProfile
 
@@ -33,6 +33,7 @@ class GPUPerfResult(Terms):
     avg_trans_warp: FloatArray
     avg_dram_lat: FloatArray
     amat: FloatArray
+    request_bytes: FloatArray
     mwp: FloatArray
     mwp_peak_bw: FloatArray
     cwp: FloatArray
@@ -66,10 +67,21 @@ def gpuperf(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     global memory instructions (``comp_insts`` holds shared-memory and sync instructions and
     excludes SFU instructions, as Table 2 defines #insts); ``#mem_insts`` = global
     memory instructions; ``avg_trans_warp`` = (coalesced + uncoalesced * uncoal_per_mw) /
-    #mem_insts. ``size_of_data`` (Eq. 19, "the size of input data") is read as the number of
-    ``transaction_bytes`` transactions per active SM needed to move ``dram_bytes``, which makes
-    T_mem_min the DRAM transfer time at peak bandwidth, in cycles. ``hit_lat`` is the L1 hit
-    latency. B_fp is reported as computed and may be negative (MODELS.md 3); it is not clamped.
+    #mem_insts. ``hit_lat`` is the L1 hit latency. B_fp is reported as computed and may be
+    negative (MODELS.md 3); it is not clamped.
+
+    ``transaction_size`` of BW_per_warp (Appendix A: "transaction size for a DRAM request", 128 B
+    on the paper's Tesla C2050, where one coalesced warp request is one 128 B transaction) is
+    read as the bytes one warp memory request moves from DRAM (``request_bytes``, see
+    :func:`~hybridperf.analytical.launch.dram_bytes_per_mem_warp`): ``load_bytes_per_warp``
+    (128 B, as seed 002 Eq. 7), or the profile's DRAM bytes per DRAM-reaching warp request where
+    larger. It is not the GPU's ``transaction_bytes``: on cc >= 3.0 that is the 32 B sector, a
+    quarter of what a coalesced warp request moves, and using it let MWP_peak_bw admit 4x the
+    peak bandwidth (times down to 0.27x the DRAM floor). With ``request_bytes``, T_mem (hence
+    T_exec) is never below ``dram_bytes`` / peak bandwidth for any miss_ratio > 0 (ITMLP <=
+    MWP_peak_bw and AMAT >= avg_DRAM_lat x miss_ratio). ``size_of_data`` (Eq. 19, "the size of
+    input data") is ``dram_bytes`` in such requests per active SM, which makes T_mem_min the DRAM
+    transfer time at peak bandwidth, in cycles.
 
     Parameters
     ----------
@@ -77,9 +89,13 @@ def gpuperf(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
         Launch resources and per-thread counts (``ilp``, ``mlp``, ``miss_ratio`` included).
     gpu : GPUSpec
         Uses ``avg_inst_latency_cycles``, ``fp32_lanes_per_sm`` (SIMD_width), ``sfu_per_sm``
-        (SFU_width), ``dram_latency_cycles`` (DRAM_lat), ``departure_delay_coal_cycles`` (Delta),
+        (SFU_width), ``dram_latency_cycles`` (DRAM_lat), ``departure_delay_coal_cycles`` (Delta
+        between warp requests, Appendix A MWP) and ``departure_delay_uncoal_cycles`` (Delta between
+        the extra transactions of a split request, Eq. 13; seed 000 has one Delta, 20 cycles on
+        C2050, where both fields hold it; on cc >= 3.0 a split request's transactions are 32 B
+        sectors, spaced less than whole 128 B warp requests),
         ``l1_hit_latency_cycles`` (hit_lat), ``fp_latency_cycles``, ``sync_gamma`` (Gamma),
-        ``transaction_bytes``, ``core_clock_mhz`` and ``dram_bandwidth_gbs``.
+        ``core_clock_mhz`` and ``dram_bandwidth_gbs``.
     o_cfdiv, o_bank : array_like
         Extra cycles per SM from control-flow divergence and bank conflicts (profiler counters;
         0 when unknown).
@@ -98,7 +114,8 @@ def gpuperf(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     has_mem = mem_insts > 0
     safe_mem = np.where(has_mem, mem_insts, 1.0)
     avg_trans = np.where(has_mem, (p.coal_mem_insts + p.uncoal_mem_insts * p.uncoal_per_mw) / safe_mem, 1.0)
-    avg_dram_lat = gpu.dram_latency_cycles + (avg_trans - 1.0) * gpu.departure_delay_coal_cycles  # (13)
+    # (13): the extra transactions of a split request depart Departure_del_uncoal apart.
+    avg_dram_lat = gpu.dram_latency_cycles + (avg_trans - 1.0) * gpu.departure_delay_uncoal_cycles
     f_sync = gpu.sync_gamma * avg_dram_lat * mem_insts / insts                          # (8)
     o_sync = p.sync_insts * per_sm * f_sync                                             # (7)
     f_sfu = np.clip(p.sfu_insts / insts - gpu.sfu_per_sm / gpu.fp32_lanes_per_sm, 0.0, 1.0)  # (10)
@@ -109,7 +126,8 @@ def gpuperf(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     t_comp = w_parallel + w_serial                                                      # (2)
 
     amat = avg_dram_lat * p.miss_ratio + gpu.l1_hit_latency_cycles                      # (12)
-    bw_per_warp = gpu.core_clock_hz * gpu.transaction_bytes / avg_dram_lat              # App. A, B/s
+    request_bytes = dram_bytes_per_mem_warp(p, st, p.miss_ratio)                        # transaction_size
+    bw_per_warp = gpu.core_clock_hz * request_bytes / avg_dram_lat                      # App. A, B/s
     mwp_peak = gpu.dram_bandwidth_gbs * 1e9 / (bw_per_warp * st.active_sms)             # App. A
     mwp = np.minimum(np.minimum(avg_dram_lat / gpu.departure_delay_coal_cycles, mwp_peak), n)  # App. A
     comp_cycles = insts * lat / itilp                                                   # App. A
@@ -124,7 +142,7 @@ def gpuperf(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     t_exec = t_comp + t_mem - t_overlap                                                 # (1)
 
     t_fp = p.fp_insts * st.total_warps * gpu.fp_latency_cycles / (st.active_sms * itilp)  # (18)
-    size_of_data = p.dram_bytes / gpu.transaction_bytes / st.active_sms
+    size_of_data = p.dram_bytes / request_bytes / st.active_sms
     t_mem_min = size_of_data * avg_dram_lat / mwp_peak                                  # (19)
     b_itilp = w_parallel - insts * per_sm * lat / itilp_max                             # (20)
     b_serial = w_serial                                                                 # (21)
@@ -134,8 +152,8 @@ def gpuperf(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     return GPUPerfResult(
         insts=insts, itilp=itilp, itilp_max=itilp_max, w_parallel=w_parallel, o_sync=o_sync,
         o_sfu=o_sfu, o_cfdiv=np.array(o_cf), o_bank=np.array(o_bk), w_serial=w_serial, t_comp=t_comp,
-        avg_trans_warp=avg_trans, avg_dram_lat=avg_dram_lat, amat=amat, mwp=mwp, mwp_peak_bw=mwp_peak,
-        cwp=cwp, mwp_cp=mwp_cp, itmlp=itmlp, t_mem=t_mem, f_overlap=f_overlap, t_overlap=t_overlap,
-        t_exec=t_exec, t_mem_prime=t_mem_prime, t_fp=t_fp, t_mem_min=t_mem_min, b_itilp=b_itilp,
-        b_serial=b_serial, b_fp=b_fp, b_memlp=b_memlp, time_ms=t_exec / (gpu.core_clock_mhz * 1e3),
+        avg_trans_warp=avg_trans, avg_dram_lat=avg_dram_lat, amat=amat, request_bytes=request_bytes,
+        mwp=mwp, mwp_peak_bw=mwp_peak, cwp=cwp, mwp_cp=mwp_cp, itmlp=itmlp, t_mem=t_mem,
+        f_overlap=f_overlap, t_overlap=t_overlap, t_exec=t_exec, t_mem_prime=t_mem_prime, t_fp=t_fp,
+        t_mem_min=t_mem_min, b_itilp=b_itilp, b_serial=b_serial, b_fp=b_fp, b_memlp=b_memlp, time_ms=t_exec / (gpu.core_clock_mhz * 1e3),
     )

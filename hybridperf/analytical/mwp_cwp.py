@@ -7,16 +7,19 @@ import numpy as np
 import numpy.typing as npt
 
 from hybridperf.analytical._terms import Terms
-from hybridperf.analytical.launch import LaunchState, launch_state
+from hybridperf.analytical.launch import LaunchState, dram_bytes_per_mem_warp, launch_state
 from hybridperf.hardware import GPUSpec
 from hybridperf.kernel import KernelProfile
 
-__all__ = ["REGIMES", "MWPCWPResult", "mwp_cwp"]
+__all__ = ["REGIMES", "UNLAUNCHABLE", "MWPCWPResult", "mwp_cwp"]
 
 FloatArray = npt.NDArray[np.float64]
-# Regime labels: the equation of seed 002 that gives Exec_cycles_app.
+# Regime labels: the equation of seed 002 that gives Exec_cycles_app. Unlaunchable rows have
+# regime -1 and no label (REGIMES.get(-1, "") is "").
 REGIMES = {22: "balanced (Eq. 22: MWP = CWP = N)", 23: "memory-bound (Eq. 23: CWP >= MWP)",
-           24: "compute-bound (Eq. 24: MWP > CWP)", 0: "compute-only (no global memory)"}
+           24: "compute-bound (Eq. 24: MWP > CWP or issue-limited)",
+           0: "compute-only (no global memory)"}
+UNLAUNCHABLE = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +59,28 @@ def mwp_cwp(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
 
     Implements seed 002 Eqs. 5-8 (MWP, BW_per_warp, CWP), 9-21 (latencies, weights, departure
     delay, Mem_cycles, Comp_cycles, N, #Rep), 22-24 (Exec_cycles_app by regime), 25 (CPI) and
-    26-27 (synchronization cost), as restated in MODELS.md section 2. Where the seed and MODELS.md
-    agree the seed's numbering is used; no deviations.
+    26-27 (synchronization cost), as restated in MODELS.md section 2, with three deviations:
+
+    * Regime selection. The paper sends "(CWP >= MWP) or (Comp_cycles > Mem_cycles)" to Eq. 23,
+      whose time can fall below the issue floor N x Comp_cycles x #Rep (every warp's
+      instructions must issue): with one memory instruction and a long computation Eq. 23 is
+      Mem_cycles x N / MWP + Comp_cycles x (MWP - 1), far below N x Comp_cycles. The paper's own
+      Sec. 3.2.2 (Case 5, Fig. 7: Comp_cycles > Mem_cycles) gives N computation periods plus one
+      memory period, which is Eq. 24, and CWP >= MWP by a small margin is compute-bound too
+      (memory time N x Mem_cycles / MWP < issue time N x Comp_cycles when CWP_full - 1 < MWP).
+      So where the paper picks Eq. 23 we take Eq. 24 whenever it is larger, and report regime 24.
+      The paper's Table 2 example (CWP 20 >> MWP 2.28) keeps Eq. 23.
+    * Bytes per warp in Eq. 7: ``load_bytes_per_warp``, or the profile's DRAM bytes per warp
+      memory instruction where larger (uncoalesced 32 B sectors, vector loads; see
+      :func:`~hybridperf.analytical.launch.dram_bytes_per_mem_warp`), so that MWP_peak_BW never
+      admits more than ``dram_bytes`` at peak bandwidth. The paper's examples (128 B per warp,
+      one 4 B word per lane) are unchanged.
+    * (MWP - 1) in Eqs. 22, 23 and 26 counts the other memory warps in flight; it is taken as
+      max(MWP - 1, 0), because MWP < 1 (peak bandwidth per SM admits less than one memory warp
+      per Mem_L: few SMs' share of bandwidth, wide requests) would otherwise subtract time.
+
+    With these, the time is never below the issue floor N x Comp_cycles x #Rep nor, when the
+    kernel has global memory instructions, below ``dram_bytes`` / peak bandwidth.
 
     Counts are per thread (= per warp for non-divergent code). ``#Comp_insts`` is
     ``comp_insts + sfu_insts``; ``comp_insts`` already holds shared-memory and sync instructions
@@ -82,7 +105,9 @@ def mwp_cwp(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     Returns
     -------
     MWPCWPResult
-        Terms in cycles; ``time_ms`` = ``exec_cycles`` (Eq. 27) / Freq; ``regime`` = 22, 23 or 24.
+        Terms in cycles; ``time_ms`` = ``exec_cycles`` (Eq. 27) / Freq; ``regime`` = 22, 23, 24
+        (0 without global memory). Unlaunchable rows (no block fits on an SM; ``launch_state``
+        gives the reason) have NaN times and regime -1 (:data:`UNLAUNCHABLE`, no label).
 
     Notes
     -----
@@ -107,7 +132,8 @@ def mwp_cwp(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     with np.errstate(divide="ignore", invalid="ignore"):
         mwp_wo_full = np.where(has_mem, mem_l / dep, np.inf)                                # (16)
         mwp_wo = np.minimum(mwp_wo_full, n)                                                 # (17)
-        bw_per_warp = np.where(has_mem, gpu.core_clock_mhz * 1e6 * p.load_bytes_per_warp
+        bytes_per_warp = dram_bytes_per_mem_warp(p, st)
+        bw_per_warp = np.where(has_mem, gpu.core_clock_mhz * 1e6 * bytes_per_warp
                                / np.where(has_mem, mem_l, 1.0) / 1e9, 0.0)                  # (7), GB/s
         mwp_peak = np.where(has_mem, gpu.dram_bandwidth_gbs / (bw_per_warp * st.active_sms), np.inf)  # (6)
     mwp = np.minimum(np.minimum(mwp_wo, mwp_peak), n)                                       # (5)
@@ -119,15 +145,20 @@ def mwp_cwp(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     cwp = np.minimum(cwp_full, n)                                                           # (9)
     rep = st.rep                                                                            # (21)
 
-    e22 = (mem_cycles + comp_cycles + comp_cycles / safe_mem * (mwp - 1.0)) * rep
-    e23 = (mem_cycles * n / mwp + comp_cycles / safe_mem * (mwp - 1.0)) * rep
+    # MWP - 1 other memory warps overlap; none when peak bandwidth admits less than one (MWP < 1).
+    others = np.maximum(mwp - 1.0, 0.0)
+    e22 = (mem_cycles + comp_cycles + comp_cycles / safe_mem * others) * rep
+    e23 = (mem_cycles * n / mwp + comp_cycles / safe_mem * others) * rep
     e24 = (mem_l + comp_cycles * n) * rep
     e0 = comp_cycles * n * rep
     is22 = (mwp == n) & (cwp == n)
-    is23 = ~is22 & ((cwp >= mwp) | (comp_cycles > mem_cycles))
-    regime = np.where(~has_mem, 0, np.where(is22, 22, np.where(is23, 23, 24))).astype(np.int64)
+    # Paper: "(CWP >= MWP) or (Comp_cycles > Mem_cycles)" -> Eq. 23. Deviation (docstring): Eq. 24
+    # where it is larger, so the time never falls below the issue floor N x Comp_cycles x #Rep.
+    is23 = ~is22 & ((cwp >= mwp) | (comp_cycles > mem_cycles)) & (e23 >= e24)
+    regime = np.where(~has_mem, 0, np.where(is22, 22, np.where(is23, 23, 24)))
+    regime = np.where(st.launchable, regime, UNLAUNCHABLE).astype(np.int64)
     exec_app = np.select([regime == 0, regime == 22, regime == 23], [e0, e22, e23], e24)
-    synch = np.where(has_mem, dep * (mwp - 1.0), 0.0) * p.sync_insts * st.active_blocks_per_sm * rep  # (26)
+    synch = np.where(has_mem, dep * others, 0.0) * p.sync_insts * st.active_blocks_per_sm * rep  # (26)
     exec_cycles = exec_app + synch                                                          # (27)
     cpi = exec_app / (total_insts * (p.threads_per_block / gpu.warp_size) * p.blocks / st.active_sms)  # (25)
     return MWPCWPResult(

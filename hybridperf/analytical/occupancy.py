@@ -37,18 +37,23 @@ def _ceil_to(x: FloatArray, unit: float) -> FloatArray:
     return np.ceil(x / unit) * unit
 
 
-def _floor_to(x: FloatArray, unit: float) -> FloatArray:
-    return np.floor(x / unit) * unit
-
-
 def occupancy(limits: CCLimits, threads_per_block: npt.ArrayLike, registers_per_thread: npt.ArrayLike,
               smem_per_block_bytes: npt.ArrayLike) -> OccupancyResult:
     """Resident blocks and warps per SM, as the CUDA Occupancy Calculator computes them.
 
     Active blocks per SM = min(block limit, warp limit, register limit, shared-memory limit)
-    (MODELS.md section 1; seed 004 "Influencing Parameters: Occupancy", Tables 1-2). Registers are
-    allocated per warp in units of ``register_alloc_unit`` (cc >= 2.0) and the warps a register
-    file can hold are rounded down to ``warp_alloc_granularity``; on cc 1.x registers are
+    (MODELS.md section 1; seed 004 "Influencing Parameters: Occupancy", Tables 1-2). On cc >= 2.0
+    registers are allocated per warp in units of ``register_alloc_unit``, as NVIDIA's
+    ``cuda_occupancy.h`` (cudaOccMaxBlocksPerSMRegsLimit) computes it: the SM's register file is
+    split into ``warp_alloc_granularity`` sub-partitions, each holding
+    floor(registers_per_sm / sub-partitions / registers per warp) warps; a block must also pass
+    the hardware check, registers per warp x warps per block rounded up to the sub-partitions
+    <= ``max_registers_per_block``. This matters where the per-block limit is not the SM's file
+    (cc 3.7: 64 K per block of 128 K; cc 3.2, 5.3, 6.2: 32 K of 64 K), which the older
+    spreadsheet rule (warps that fit in one per-block pool, times pools per SM) under-counts.
+    (``cuda_occupancy.h`` also reports 0 on cc 6.0 for blocks that would not fit a 4-sub-partition
+    cc 6.x SM, a forward-compatibility policy of the API, not a launch limit of GP100: not
+    applied here.) On cc 1.x registers are
     allocated per block, with warps per block rounded up to the granularity. Shared memory per
     block (plus the runtime reserve on cc >= 8.0) is rounded up to ``smem_alloc_unit_bytes``.
 
@@ -75,11 +80,12 @@ def occupancy(limits: CCLimits, threads_per_block: npt.ArrayLike, registers_per_
         by_warps = np.floor(L.max_warps_per_sm / warps)
         by_warps = np.minimum(by_warps, np.floor(L.max_threads_per_sm / t))
         if L.register_alloc_granularity == "warp":
+            parts = L.warp_alloc_granularity  # register-file sub-partitions
             regs_per_warp = _ceil_to(r * L.warp_size, L.register_alloc_unit)
-            warps_by_regs = _floor_to(np.floor(L.max_registers_per_block / regs_per_warp), L.warp_alloc_granularity)
-            blocks_per_rf = np.floor(warps_by_regs / warps)
-            by_regs = blocks_per_rf * np.floor(L.registers_per_sm / L.max_registers_per_block)
-            regs_per_block = regs_per_warp * warps
+            warps_by_regs = np.floor(L.registers_per_sm / parts / regs_per_warp) * parts
+            by_regs = np.floor(warps_by_regs / warps)
+            # The hardware's per-block check rounds warps up to the sub-partitions.
+            regs_per_block = regs_per_warp * _ceil_to(warps, parts)
         else:
             regs_per_block = _ceil_to(_ceil_to(warps, L.warp_alloc_granularity) * L.warp_size * r,
                                       L.register_alloc_unit)

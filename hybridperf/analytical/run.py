@@ -68,7 +68,8 @@ class Analysis:
             out["scaled_counts_ms"] = t["scaled-counts"]["time_ms"].to_numpy()  # weight 1 unless calibrated
         if "roofline" in t:
             out["roofline_ms"] = t["roofline"]["time_ms"].to_numpy()
-            out["roofline_bound"] = np.where(t["roofline"]["memory_bound"].to_numpy(), "memory", "compute")
+            bound = np.where(t["roofline"]["memory_bound"].to_numpy(), "memory", "compute")
+            out["roofline_bound"] = np.where(self.feasible, bound, "")  # no label for what cannot launch
         if self.register_spill.any():
             out["register_spill"] = self.register_spill
         out["status"] = np.where(self.feasible, "ok", "infeasible: " + self.reason.astype(str))

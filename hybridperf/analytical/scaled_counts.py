@@ -24,6 +24,7 @@ class ScaledCountsResult(Terms):
 
     n_threads: FloatArray
     comp_cycles: FloatArray
+    global_accesses: FloatArray
     mem_access_gm: FloatArray
     mem_access_sm: FloatArray
     cycles_per_thread: FloatArray
@@ -48,6 +49,13 @@ def scaled_counts(profile: KernelProfile, gpu: GPUSpec, *, adjusting_weight: npt
     ``dram_latency_cycles``, ``smem_latency_cycles``, ``l1_hit_latency_cycles`` and
     ``l2_hit_latency_cycles`` (seed 004: 500, 5, -, 250 cycles). Counts are per thread.
 
+    Eq. 1 charges one global-memory latency per access of one 4 B word (seed 004 has no caches
+    and float data), so a thread makes at least ``dram_bytes`` / (4 B x N_threads) accesses;
+    ``global_accesses`` is loads + stores raised to that where a profile's DRAM traffic needs
+    more (e.g. counters whose access counts are capped below their footprint). For the seed's
+    kernels loads + stores already move ``dram_bytes`` and nothing changes; with it the
+    uncalibrated time is never below the DRAM transfer time at peak bandwidth.
+
     Parameters
     ----------
     adjusting_weight : array_like
@@ -62,16 +70,17 @@ def scaled_counts(profile: KernelProfile, gpu: GPUSpec, *, adjusting_weight: npt
     lat_sm = gpu.smem_latency_cycles if latency_sm_cycles is None else latency_sm_cycles
     h1 = np.asarray(l1_hits, dtype=np.float64)
     h2 = np.asarray(l2_hits, dtype=np.float64)
-    mem_gm = ((p.global_loads + p.global_stores - h1 - h2) * lat_gm
+    n_threads = p.total_threads
+    accesses = np.maximum(p.global_loads + p.global_stores, p.dram_bytes / (4.0 * n_threads))
+    mem_gm = ((accesses - h1 - h2) * lat_gm
               + h1 * gpu.l1_hit_latency_cycles + h2 * gpu.l2_hit_latency_cycles)  # (1), (3)
     mem_sm = (p.smem_loads + p.smem_stores) * lat_sm                                   # (2)
     cyc = p.comp_cycles + mem_gm + mem_sm
-    n_threads = p.total_threads
     w = np.asarray(adjusting_weight, dtype=np.float64)
     raw_ms = n_threads * cyc / (gpu.core_clock_hz * st.occupancy) * 1e3               # (4), w = 1
     return ScaledCountsResult(
-        n_threads=n_threads, comp_cycles=p.comp_cycles, mem_access_gm=mem_gm, mem_access_sm=mem_sm,
-        cycles_per_thread=cyc, occupancy=st.occupancy,
+        n_threads=n_threads, comp_cycles=p.comp_cycles, global_accesses=accesses, mem_access_gm=mem_gm,
+        mem_access_sm=mem_sm, cycles_per_thread=cyc, occupancy=st.occupancy,
         adjusting_weight=np.broadcast_to(w, n_threads.shape).astype(np.float64),
         raw_time_ms=raw_ms, time_ms=raw_ms / w,
     )

@@ -48,10 +48,14 @@ def test_regimes() -> None:
                 active_blocks_per_sm=5).row()
     assert r["regime"] == 24 and r["mwp"] > r["cwp"] and r["mem_cycles"] >= r["comp_cycles"]
     assert r["exec_cycles_app"] == pytest.approx(r["mem_l"] + r["comp_cycles"] * r["n"])
-    # The paper's rule sends Comp_cycles > Mem_cycles to Eq. 23 even when MWP > CWP.
+    # The paper's rule sends Comp_cycles > Mem_cycles to Eq. 23 even when MWP > CWP, where Eq. 23 would
+    # be far below the issue floor N x Comp_cycles; its own Sec. 3.2.2 Case 5 (Comp_cycles > Mem_cycles)
+    # is N computation periods plus one memory period: Eq. 24 (documented deviation).
     r = mwp_cwp(_table2_profile(comp_insts=5000, uncoal_mem_insts=0, coal_mem_insts=2, sync_insts=0), gpu,
                 active_blocks_per_sm=5).row()
-    assert r["regime"] == 23 and r["mwp"] > r["cwp"] and r["comp_cycles"] > r["mem_cycles"]
+    assert r["regime"] == 24 and r["mwp"] > r["cwp"] and r["comp_cycles"] > r["mem_cycles"]
+    assert r["exec_cycles_app"] == pytest.approx(r["mem_l"] + r["comp_cycles"] * r["n"])
+    assert r["exec_cycles_app"] >= r["n"] * r["comp_cycles"]
     # Few warps, fast coalesced memory: MWP = CWP = N -> Eq. 22.
     r = mwp_cwp(_table2_profile(threads_per_block=32, blocks=16, comp_insts=100, uncoal_mem_insts=0,
                                 coal_mem_insts=1, sync_insts=0), gpu, active_blocks_per_sm=1).row()

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from hybridperf.analytical.occupancy import occupancy
 from hybridperf.hardware import CCLimits, load_cc_limits, load_gpu
 
-CCS = ["1.0", "1.3", "2.0", "3.5", "5.2", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0"]
+CCS = ["1.0", "1.3", "2.0", "3.2", "3.5", "3.7", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.5", "8.0", "8.6",
+       "8.9", "9.0"]
 
 
 def test_golden_cc86_seed004_tables_1_2() -> None:
@@ -28,21 +29,35 @@ def test_golden_8800gtx_seed003_section4() -> None:
     assert r["limiter"] == "registers"
 
 
+def _warp_fits(L: CCLimits, warps: int, per_warp: int, parts: int) -> bool:
+    """cuda_occupancy.h's per-block register checks for a register file split into ``parts``."""
+    assumed = per_warp * math.ceil(warps / parts) * parts  # hardware check: warps rounded up to parts
+    return assumed <= L.max_registers_per_block and per_warp * warps <= L.max_registers_per_block
+
+
 def _brute_force(L: CCLimits, t: int, r: int, s: int) -> int:
-    """Place blocks on an SM one by one, allocating each resource, until one runs out."""
+    """Place blocks on an SM one by one, allocating each resource, until one runs out.
+
+    Registers on cc >= 2.0 follow NVIDIA's cuda_occupancy.h (cudaOccMaxBlocksPerSMRegsLimit): the
+    SM's register file is split into ``warp_alloc_granularity`` sub-partitions; each warp takes
+    registers (per warp, rounded up to the allocation unit) from the sub-partition with the most
+    left; a block is resident only if all its warps find room.
+    """
     warps = math.ceil(t / L.warp_size)
     if t > L.max_threads_per_block or r > L.max_registers_per_thread or s > L.max_smem_per_block_bytes:
         return 0
+    per_warp = math.ceil(r * L.warp_size / L.register_alloc_unit) * L.register_alloc_unit
     if L.register_alloc_granularity == "warp":
-        regs_block = math.ceil(r * L.warp_size / L.register_alloc_unit) * L.register_alloc_unit * warps
+        if not _warp_fits(L, warps, per_warp, L.warp_alloc_granularity):
+            return 0
+        free = [L.registers_per_sm // L.warp_alloc_granularity] * L.warp_alloc_granularity
     else:
         w = math.ceil(warps / L.warp_alloc_granularity) * L.warp_alloc_granularity
         regs_block = math.ceil(w * L.warp_size * r / L.register_alloc_unit) * L.register_alloc_unit
-    if regs_block > L.max_registers_per_block:
-        return 0
+        if regs_block > L.max_registers_per_block:
+            return 0
     smem_block = math.ceil((s + L.reserved_smem_per_block_bytes) / L.smem_alloc_unit_bytes) * L.smem_alloc_unit_bytes
     blocks = used_w = used_t = used_s = 0
-    used_r_warps = 0  # registers: warps' worth, rounded down to the warp allocation granularity
     while True:
         nxt = blocks + 1
         if nxt > L.max_blocks_per_sm or used_w + warps > L.max_warps_per_sm or used_t + t > L.max_threads_per_sm:
@@ -51,14 +66,16 @@ def _brute_force(L: CCLimits, t: int, r: int, s: int) -> int:
             return blocks
         if r > 0:
             if L.register_alloc_granularity == "warp":
-                per_warp = regs_block // warps
-                cap = (L.max_registers_per_block // per_warp) // L.warp_alloc_granularity * L.warp_alloc_granularity
-                cap *= L.registers_per_sm // L.max_registers_per_block
-                if used_r_warps + warps > cap:
-                    return blocks
-            elif (nxt) * regs_block > L.registers_per_sm:
+                trial = list(free)
+                for _ in range(warps):
+                    i = max(range(len(trial)), key=trial.__getitem__)
+                    if trial[i] < per_warp:
+                        return blocks
+                    trial[i] -= per_warp
+                free = trial
+            elif nxt * regs_block > L.registers_per_sm:
                 return blocks
-        blocks, used_w, used_t, used_s, used_r_warps = nxt, used_w + warps, used_t + t, used_s + smem_block, used_r_warps + warps
+        blocks, used_w, used_t, used_s = nxt, used_w + warps, used_t + t, used_s + smem_block
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,0 +1,138 @@
+"""No analytical time below the physical floors, over every shipped descriptor and GPU spec.
+
+Floors of a launch (independent of every model): DRAM bytes / peak DRAM bandwidth, FLOPs / peak
+FP32 rate, and issue-limited instruction time, every warp instruction (``comp_insts`` + global
+memory instructions) issued at the SM's FP32 lane rate (warp_size / fp32_lanes_per_sm cycles),
+spread over the active SMs. The roofline is held to the first two only: it models FLOPs and bytes,
+not instructions (an instruction ceiling is a later baseline, issue 11 section 2). Scaled counts
+is held to all three.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybridperf.analytical.gpuperf import gpuperf
+from hybridperf.analytical.launch import launch_state
+from hybridperf.analytical.mwp_cwp import mwp_cwp
+from hybridperf.analytical.roofline import roofline
+from hybridperf.analytical.scaled_counts import scaled_counts
+from hybridperf.analyze import analyze
+from hybridperf.hardware import GPUSpec, list_gpus
+from hybridperf.kernel import KernelDescriptor, KernelProfile, Param, list_kernels
+
+KERNELS = {k.name: k for k in list_kernels()}
+GPUS = list_gpus()
+ROWS = 24
+REL = 1e-9
+
+
+def floors_ms(prof: KernelProfile, gpu: GPUSpec) -> dict[str, np.ndarray]:
+    """The three physical floors of each row, in milliseconds."""
+    warps = np.ceil(prof.threads_per_block / gpu.warp_size) * prof.blocks
+    sms = np.minimum(float(gpu.sm_count), prof.blocks)
+    insts = prof.comp_insts + prof.coal_mem_insts + prof.uncoal_mem_insts
+    return {
+        "dram": prof.dram_bytes / (gpu.dram_bandwidth_gbs * 1e9) * 1e3,
+        "flops": prof.flops * prof.total_threads / (gpu.peak_fp32_gflops * 1e9) * 1e3,
+        "issue": insts * warps * (gpu.warp_size / gpu.fp32_lanes_per_sm) / sms / (gpu.core_clock_mhz * 1e3),
+    }
+
+
+def model_times_ms(prof: KernelProfile, gpu: GPUSpec) -> dict[str, np.ndarray]:
+    st_ = launch_state(prof, gpu)
+    return {
+        "mwp-cwp": mwp_cwp(prof, gpu, launch=st_).time_ms,
+        "gpuperf": gpuperf(prof, gpu, launch=st_).time_ms,
+        "scaled-counts": scaled_counts(prof, gpu, launch=st_).time_ms,
+        "roofline": roofline(prof, gpu, launch=st_).time_ms,
+    }
+
+
+def violations(times: dict[str, np.ndarray], floors: dict[str, np.ndarray], ok: np.ndarray) -> list[str]:
+    out = []
+    for model, t in times.items():
+        for name, f in floors.items():
+            if model == "roofline" and name == "issue":
+                continue
+            bad = ok & np.isfinite(t) & (t < f * (1 - REL))
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                out.append(f"{model} below the {name} floor on {int(bad.sum())} rows (row {i}: "
+                           f"{t[i]:.4g} ms < {f[i]:.4g} ms, ratio {t[i] / f[i]:.3f})")
+    return out
+
+
+def _size_values(p: Param) -> st.SearchStrategy[float]:
+    lo = p.min if p.min is not None else 0.0
+    default = p.default if p.default is not None else max(lo, 1.0)
+    hi = p.max if p.max is not None else max(4.0 * default, lo + 4.0)
+    scaled = st.integers(-3, 2).map(lambda e: float(min(hi, max(lo, round(default * 2.0**e)))))
+    return st.one_of(scaled, st.integers(int(np.ceil(lo)), int(hi)).map(float))
+
+
+@st.composite
+def config_rows(draw: st.DrawFn, kernel: KernelDescriptor) -> pd.DataFrame:
+    """ROWS launches of a descriptor: config values from its lists, sizes within its bounds."""
+    cols: dict[str, list[float]] = {}
+    for p in kernel.config:
+        values = st.sampled_from(p.values) if p.values else st.just(float(p.default))
+        cols[p.name] = draw(st.lists(values, min_size=ROWS, max_size=ROWS))
+    for p in kernel.sizes:
+        cols[p.name] = draw(st.lists(_size_values(p), min_size=ROWS, max_size=ROWS))
+    return pd.DataFrame(cols, dtype=np.float64)
+
+
+def _profile(kernel: KernelDescriptor, rows: pd.DataFrame) -> tuple[KernelProfile, np.ndarray]:
+    values = {c: rows[c].to_numpy() for c in rows.columns}
+    ok, _ = kernel.constraint_mask(values)
+    return kernel.profile(values), np.broadcast_to(ok, (len(rows),))
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_models_never_below_physical_floors_on_any_gpu(name: str, data: st.DataObject) -> None:
+    kernel = KERNELS[name]
+    rows = data.draw(config_rows(kernel))
+    prof, ok = _profile(kernel, rows)
+    problems = []
+    for gpu in GPUS:
+        # As analyze does: registers beyond the architecture's maximum spill rather than fail.
+        regs = np.minimum(prof.registers_per_thread, gpu.limits.max_registers_per_thread)
+        p = dataclasses.replace(prof, registers_per_thread=regs)
+        problems += [f"{gpu.name}: {v}" for v in violations(model_times_ms(p, gpu), floors_ms(p, gpu), ok)]
+    assert not problems, f"{name}: " + "; ".join(problems[:5])
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), name=st.sampled_from(sorted(KERNELS)), gpu=st.sampled_from(GPUS))
+def test_analyze_never_below_physical_floors(data: st.DataObject, name: str, gpu: GPUSpec) -> None:
+    """The same property through the dispatcher users call (constraints, spills, NaN masking)."""
+    kernel = KERNELS[name]
+    a = analyze(kernel, gpu, data.draw(config_rows(kernel)),
+                models=("mwp-cwp", "gpuperf", "scaled-counts", "roofline"))
+    times = {m: a.terms[m]["time_ms"].to_numpy(dtype=np.float64) for m in a.terms}
+    assert not violations(times, floors_ms(a.profile, gpu), a.feasible)
+    assert all(np.isnan(t[~a.feasible]).all() for t in times.values())
+
+
+def test_every_descriptor_launches_on_every_gpu() -> None:
+    """The checks above are not vacuous: each descriptor's default launch runs on every GPU, except
+    where a cc 1.0/1.1 part's 8 K-register file cannot hold one of its blocks."""
+    missing = []
+    for name, k in KERNELS.items():
+        prof, ok = _profile(k, pd.DataFrame({p.name: [float(p.default)] for p in k.sizes + k.config
+                                             if p.default is not None}))
+        for gpu in GPUS:
+            regs = np.minimum(prof.registers_per_thread, gpu.limits.max_registers_per_thread)
+            st_ = launch_state(dataclasses.replace(prof, registers_per_thread=regs), gpu)
+            small_rf = gpu.limits.registers_per_sm == 8192 and "registers per block" in st_.reason[0]
+            if not (ok & st_.launchable).any() and not small_rf:
+                missing.append(f"{name} on {gpu.name}: {st_.reason[0]}")
+    assert not missing

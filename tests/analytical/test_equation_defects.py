@@ -13,11 +13,11 @@ from hybridperf.analytical.launch import launch_state
 from hybridperf.analytical.mwp_cwp import REGIMES, UNLAUNCHABLE, mwp_cwp
 from hybridperf.analytical.occupancy import occupancy
 from hybridperf.analytical.roofline import roofline
+from hybridperf.analytical.run import analyze
 from hybridperf.analytical.scaled_counts import scaled_counts
-from hybridperf.analyze import analyze
 from hybridperf.hardware import list_gpus, load_cc_limits, load_gpu
 from hybridperf.kernel import KernelProfile, load_kernel
-from hybridperf.pareto import pareto_mask
+from hybridperf.search.pareto import pareto_mask
 
 
 def _dram_floor_ms(prof: KernelProfile, gpu) -> np.ndarray:

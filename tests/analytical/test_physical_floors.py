@@ -21,8 +21,8 @@ from hybridperf.analytical.gpuperf import gpuperf
 from hybridperf.analytical.launch import launch_state
 from hybridperf.analytical.mwp_cwp import mwp_cwp
 from hybridperf.analytical.roofline import roofline
+from hybridperf.analytical.run import analyze
 from hybridperf.analytical.scaled_counts import scaled_counts
-from hybridperf.analyze import analyze
 from hybridperf.hardware import GPUSpec, list_gpus
 from hybridperf.kernel import KernelDescriptor, KernelProfile, Param, list_kernels
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridperf.errors import SpecError, UnknownGPUError
-from hybridperf.tomlfile import check_unique_names, read_toml
+from hybridperf.tomlfile import check_unique_names, read_document
 
 __all__ = [
     "MODEL_KEYS",
@@ -154,9 +154,7 @@ class GPUSpec:
 def _cc_table() -> dict[str, CCLimits]:
     ref = resources.files("hybridperf") / "data" / "compute_capabilities.toml"
     path = Path(str(ref))
-    _, doc = read_toml(path, SpecError, "compute-capability table")
-    if doc.get("format_version") != FORMAT_VERSION:
-        raise SpecError(f"{path}: format_version must be {FORMAT_VERSION}")
+    _, doc = read_document(path, SpecError, "compute-capability table", FORMAT_VERSION, {"format_version", "cc"})
     out: dict[str, CCLimits] = {}
     for cc, entry in doc.get("cc", {}).items():
         missing = [k for k in _CC_INT_KEYS + ("register_alloc_granularity", "source") if k not in entry]
@@ -213,16 +211,9 @@ def _values(path: Path, doc: dict[str, Any], section: str, keys: tuple[str, ...]
 
 
 def _parse_gpu(path: Path) -> GPUSpec:
-    raw, doc = read_toml(path, SpecError, "GPU spec")
-    if doc.get("format_version") != FORMAT_VERSION:
-        raise SpecError(
-            f"{path}: format_version must be {FORMAT_VERSION}, got {doc.get('format_version')!r}; "
-            "see docs/gpu-spec-format.md"
-        )
-    allowed_top = {"format_version", "name", "aliases", "compute_capability", "spec", "model", "limits", "notes"}
-    unknown = set(doc) - allowed_top
-    if unknown:
-        raise SpecError(f"{path}: unknown top-level key {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(allowed_top))}")
+    raw, doc = read_document(path, SpecError, "GPU spec", FORMAT_VERSION,
+                             {"format_version", "name", "aliases", "compute_capability", "spec", "model", "limits",
+                              "notes"})
     name = doc.get("name")
     if not isinstance(name, str) or not name.strip():
         raise SpecError(f"{path}: missing name; add name = \"...\"")

@@ -1,4 +1,4 @@
-"""Kernel descriptors (sizes, config space, formulas) and the per-launch KernelProfile they produce."""
+"""Kernel descriptors: sizes, config space and count formulas, loaded from TOML by name or path."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,13 +17,21 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from hybridperf.arrays import FloatArray
 from hybridperf.errors import DescriptorError, UnknownKernelError
 from hybridperf.formula import Formula, compile_formula
-from hybridperf.tomlfile import check_unique_names, read_toml
+from hybridperf.profile import (
+    LAUNCH_KEYS,
+    OPTIONAL_COUNTS,
+    PROFILE_FIELDS,
+    REQUIRED_COUNTS,
+    KernelProfile,
+    default_formula,
+)
+from hybridperf.tomlfile import check_unique_names, read_document
 
 __all__ = [
     "KernelDescriptor",
-    "KernelProfile",
     "Param",
     "kernel_names",
     "list_kernels",
@@ -31,38 +39,6 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-FloatArray = npt.NDArray[np.float64]
-
-LAUNCH_KEYS = ("threads_per_block", "blocks", "registers_per_thread", "smem_per_block_bytes")
-REQUIRED_COUNTS = ("comp_insts", "coal_mem_insts", "uncoal_mem_insts")
-# Optional per-thread counts and the formula used when a descriptor leaves them out.
-OPTIONAL_COUNTS: dict[str, str] = {
-    "fp_insts": "comp_insts",
-    "sfu_insts": "0",
-    "sync_insts": "0",
-    "smem_insts": "0",
-    "uncoal_per_mw": "32",
-    "global_loads": "coal_mem_insts + uncoal_mem_insts",
-    "global_stores": "0",
-    "smem_loads": "smem_insts",
-    "smem_stores": "0",
-    "comp_cycles": "comp_insts",
-    "ilp": "1",
-    "mlp": "1",
-    "miss_ratio": "1",
-    "load_bytes_per_warp": "128",
-    "ryoo_instr": "comp_insts + sfu_insts + coal_mem_insts + uncoal_mem_insts",
-    # Seed 003 Sec. 4: intervals delimited by blocking instructions (global loads, syncs; SFU ops only
-    # when neither exists) or the kernel start/end; a run of independent loads is one unit, and mlp
-    # is the number of independent loads a warp issues together (Fig. 2(c): 256 pairs of loads and
-    # 512 barriers -> 1 + 256 + 512 = 769 regions).
-    "ryoo_regions": "1 + where(global_loads + sync_insts > 0, global_loads / max(mlp, 1) + sync_insts, "
-                    "sfu_insts)",
-    "flops": "fp_insts",
-    "dram_bytes": "4 * (global_loads + global_stores) * threads_per_block * blocks",
-}
-PROFILE_FIELDS = LAUNCH_KEYS + REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS)
-
 
 @dataclass(frozen=True, slots=True)
 class Param:
@@ -74,79 +50,6 @@ class Param:
     min: float | None = None
     max: float | None = None
     description: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class KernelProfile:
-    """Per-launch resources and per-thread dynamic counts, one array element per row.
-
-    Units: threads, blocks, 32-bit registers per thread, bytes of shared memory per block,
-    instructions per thread, ``flops`` per thread, ``dram_bytes`` for the whole launch.
-    """
-
-    threads_per_block: FloatArray
-    blocks: FloatArray
-    registers_per_thread: FloatArray
-    smem_per_block_bytes: FloatArray
-    comp_insts: FloatArray
-    coal_mem_insts: FloatArray
-    uncoal_mem_insts: FloatArray
-    fp_insts: FloatArray
-    sfu_insts: FloatArray
-    sync_insts: FloatArray
-    smem_insts: FloatArray
-    uncoal_per_mw: FloatArray
-    global_loads: FloatArray
-    global_stores: FloatArray
-    smem_loads: FloatArray
-    smem_stores: FloatArray
-    comp_cycles: FloatArray
-    ilp: FloatArray
-    mlp: FloatArray
-    miss_ratio: FloatArray
-    load_bytes_per_warp: FloatArray
-    ryoo_instr: FloatArray
-    ryoo_regions: FloatArray
-    flops: FloatArray
-    dram_bytes: FloatArray
-
-    @classmethod
-    def from_values(cls, **values: Any) -> KernelProfile:
-        """Build a profile from scalars or arrays; omitted optional counts take their defaults."""
-        unknown = set(values) - set(PROFILE_FIELDS)
-        if unknown:
-            raise DescriptorError(f"unknown profile field(s) {sorted(unknown)}; allowed: {', '.join(PROFILE_FIELDS)}")
-        missing = [k for k in LAUNCH_KEYS + REQUIRED_COUNTS if k not in values]
-        if missing:
-            raise DescriptorError(f"profile is missing {', '.join(missing)}")
-        env: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
-        for key, default in OPTIONAL_COUNTS.items():
-            if key not in env:
-                env[key] = _default_formula(key, default)(env)
-        arrays = np.broadcast_arrays(*(np.atleast_1d(env[k]) for k in PROFILE_FIELDS))
-        return cls(**{k: np.array(a, dtype=np.float64) for k, a in zip(PROFILE_FIELDS, arrays)})
-
-    def __len__(self) -> int:
-        return int(self.blocks.shape[0])
-
-    @property
-    def mem_insts(self) -> FloatArray:
-        return self.coal_mem_insts + self.uncoal_mem_insts
-
-    @property
-    def total_threads(self) -> FloatArray:
-        return self.threads_per_block * self.blocks
-
-    def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame({k: getattr(self, k) for k in PROFILE_FIELDS})
-
-    def take(self, index: Any) -> KernelProfile:
-        return KernelProfile(**{k: getattr(self, k)[index] for k in PROFILE_FIELDS})
-
-
-@functools.cache
-def _default_formula(key: str, text: str) -> Formula:
-    return compile_formula(text, where=f"default for counts.{key}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +141,7 @@ class KernelDescriptor:
         for key in LAUNCH_KEYS + REQUIRED_COUNTS:
             env[key] = self._formula(key)(env)
         for key, default in OPTIONAL_COUNTS.items():
-            f = self.counts.get(key) or _default_formula(key, default)
+            f = self.counts.get(key) or default_formula(key, default)
             env[key] = f(env)
         profile_values = {k: env[k] for k in PROFILE_FIELDS}
         bad = [k for k, v in profile_values.items() if not np.all(np.isfinite(v))]
@@ -327,21 +230,9 @@ def _params(path: Path, doc: dict[str, Any], section: str) -> tuple[Param, ...]:
     return tuple(out)
 
 
-def _parse_kernel(path: Path) -> KernelDescriptor:
-    raw, doc = read_toml(path, DescriptorError, "descriptor")
-    if doc.get("format_version") != FORMAT_VERSION:
-        raise DescriptorError(f"{path}: format_version must be {FORMAT_VERSION}, got {doc.get('format_version')!r}")
-    unknown = set(doc) - _TOP_KEYS
-    if unknown:
-        raise DescriptorError(f"{path}: unknown top-level key {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(_TOP_KEYS))}")
-    name = doc.get("name")
-    if not isinstance(name, str) or not name:
-        raise DescriptorError(f"{path}: missing name; add name = \"...\"")
-    sizes, config = _params(path, doc, "sizes"), _params(path, doc, "config")
-    dup = set(p.name for p in sizes) & set(p.name for p in config)
-    if dup:
-        raise DescriptorError(f"{path}: parameter {sorted(dup)[0]!r} is both a size and a config parameter")
-    allowed = {p.name for p in sizes + config}
+def _formulas(path: Path, doc: dict[str, Any], allowed: set[str]) -> tuple[dict[str, Formula], dict[str, Formula]]:
+    """The [launch] and [counts] formulas; later formulas may use earlier results (launch first, then
+    the required, then the optional counts)."""
     launch_t, counts_t = doc.get("launch", {}), doc.get("counts", {})
     for section, table, keys in (("launch", launch_t, LAUNCH_KEYS),
                                  ("counts", counts_t, REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS))):
@@ -349,37 +240,55 @@ def _parse_kernel(path: Path) -> KernelDescriptor:
             raise DescriptorError(f"{path}: [{section}] must be a table of formulas")
         bad = set(table) - set(keys)
         if bad:
-            raise DescriptorError(f"{path}: [{section}] has unknown formula name {sorted(bad)[0]!r}; allowed: {', '.join(keys)}")
+            raise DescriptorError(f"{path}: [{section}] has unknown formula name {sorted(bad)[0]!r}; "
+                                  f"allowed: {', '.join(keys)}")
     missing = [f"launch.{k}" for k in LAUNCH_KEYS if k not in launch_t]
     missing += [f"counts.{k}" for k in REQUIRED_COUNTS if k not in counts_t]
     if missing:
         raise DescriptorError(f"{path}: missing formula {missing[0]}; see docs/kernel-descriptor-format.md")
-    # Later formulas may use earlier results (launch first, then required, then optional counts).
     launch = {k: compile_formula(launch_t[k], where=f"{path} [launch].{k}", allowed=allowed) for k in LAUNCH_KEYS}
-    allowed |= set(LAUNCH_KEYS) | set(REQUIRED_COUNTS)
+    allowed = allowed | set(LAUNCH_KEYS) | set(REQUIRED_COUNTS)
     counts: dict[str, Formula] = {}
     for k in REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS):
         if k in counts_t:
             counts[k] = compile_formula(counts_t[k], where=f"{path} [counts].{k}", allowed=allowed)
         allowed.add(k)
+    return launch, counts
+
+
+def _constraints(path: Path, doc: dict[str, Any], allowed: set[str]) -> tuple[Formula, ...]:
     space = doc.get("space", {})
     if not isinstance(space, dict) or set(space) - {"constraints"}:
         raise DescriptorError(f"{path}: [space] takes only constraints = [\"...\"]")
     cons = space.get("constraints", [])
     if not isinstance(cons, list):
         raise DescriptorError(f"{path}: [space].constraints must be a list of formula strings")
-    constraints = tuple(compile_formula(c, where=f"{path} [space].constraints[{i}]",
-                                        allowed={p.name for p in sizes + config}) for i, c in enumerate(cons))
-    aliases = doc.get("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-        raise DescriptorError(f"{path}: aliases must be a list of strings")
-    matches = doc.get("matches", [])
-    if not isinstance(matches, list) or not all(isinstance(a, str) and a for a in matches):
-        raise DescriptorError(f"{path}: matches must be a list of glob patterns such as \"aiwc-*\"")
+    return tuple(compile_formula(c, where=f"{path} [space].constraints[{i}]", allowed=allowed)
+                 for i, c in enumerate(cons))
 
+
+def _strings(path: Path, doc: dict[str, Any], key: str, what: str) -> tuple[str, ...]:
+    items = doc.get(key, [])
+    if not isinstance(items, list) or not all(isinstance(a, str) and a for a in items):
+        raise DescriptorError(f"{path}: {key} must be a list of {what}")
+    return tuple(items)
+
+
+def _parse_kernel(path: Path) -> KernelDescriptor:
+    raw, doc = read_document(path, DescriptorError, "descriptor", FORMAT_VERSION, _TOP_KEYS)
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise DescriptorError(f"{path}: missing name; add name = \"...\"")
+    sizes, config = _params(path, doc, "sizes"), _params(path, doc, "config")
+    dup = set(p.name for p in sizes) & set(p.name for p in config)
+    if dup:
+        raise DescriptorError(f"{path}: parameter {sorted(dup)[0]!r} is both a size and a config parameter")
+    params = {p.name for p in sizes + config}
+    launch, counts = _formulas(path, doc, params)
     return KernelDescriptor(
         name=name, sizes=sizes, config=config, launch=launch, counts=counts,
-        constraints=constraints, aliases=tuple(aliases), matches=tuple(matches),
+        constraints=_constraints(path, doc, params), aliases=_strings(path, doc, "aliases", "names"),
+        matches=_strings(path, doc, "matches", "glob patterns such as \"aiwc-*\""),
         description=str(doc.get("description", "")),
         source=str(doc.get("source", "")), path=str(path), sha256=hashlib.sha256(raw).hexdigest(),
     )

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["check_unique_names", "read_toml"]
+__all__ = ["check_unique_names", "read_document", "read_toml"]
 
 
 def read_toml(path: Path, error: type[Exception], what: str = "file") -> tuple[bytes, dict[str, Any]]:
@@ -36,3 +36,18 @@ def check_unique_names(items: Iterable[T], names: Callable[[T], Iterable[str]], 
             if key in seen and seen[key] != path(item):
                 raise error(f"{path(item)}: name or alias {key!r} is also used by {seen[key]}")
             seen[key] = path(item)
+
+
+def read_document(path: Path, error: type[Exception], what: str, format_version: int,
+                  allowed_keys: Iterable[str]) -> tuple[bytes, dict[str, Any]]:
+    """:func:`read_toml`, then the checks every data file shares: its ``format_version`` and no
+    top-level key outside ``allowed_keys`` (each failure one line naming the file and the fix)."""
+    raw, doc = read_toml(path, error, what)
+    if doc.get("format_version") != format_version:
+        raise error(f"{path}: format_version must be {format_version}, got {doc.get('format_version')!r}; "
+                    f"see the {what} format in docs/")
+    allowed = set(allowed_keys)
+    unknown = set(doc) - allowed
+    if unknown:
+        raise error(f"{path}: unknown top-level key {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(allowed))}")
+    return raw, doc

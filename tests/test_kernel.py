@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from hybridperf.errors import DescriptorError, FormulaError, UnknownKernelError
-from hybridperf.kernel import PROFILE_FIELDS, KernelProfile, list_kernels, load_kernel
+from hybridperf.kernel import list_kernels, load_kernel
+from hybridperf.profile import PROFILE_FIELDS, KernelProfile
 
 
 @pytest.mark.parametrize("kernel", list_kernels(), ids=lambda k: k.name)

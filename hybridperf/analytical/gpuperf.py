@@ -8,12 +8,11 @@ import numpy.typing as npt
 
 from hybridperf.analytical._terms import Terms
 from hybridperf.analytical.launch import LaunchState, dram_bytes_per_mem_warp, launch_state
+from hybridperf.arrays import FloatArray
 from hybridperf.hardware import GPUSpec
-from hybridperf.kernel import KernelProfile
+from hybridperf.profile import KernelProfile
 
 __all__ = ["GPUPerfResult", "gpuperf"]
-
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)

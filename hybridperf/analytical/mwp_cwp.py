@@ -8,12 +8,12 @@ import numpy.typing as npt
 
 from hybridperf.analytical._terms import Terms
 from hybridperf.analytical.launch import LaunchState, dram_bytes_per_mem_warp, launch_state
+from hybridperf.arrays import FloatArray
 from hybridperf.hardware import GPUSpec
-from hybridperf.kernel import KernelProfile
+from hybridperf.profile import KernelProfile
 
 __all__ = ["REGIMES", "UNLAUNCHABLE", "MWPCWPResult", "mwp_cwp"]
 
-FloatArray = npt.NDArray[np.float64]
 # Regime labels: the equation of seed 002 that gives Exec_cycles_app. Unlaunchable rows have
 # regime -1 and no label (REGIMES.get(-1, "") is "").
 REGIMES = {22: "balanced (Eq. 22: MWP = CWP = N)", 23: "memory-bound (Eq. 23: CWP >= MWP)",

@@ -7,11 +7,11 @@ import numpy as np
 import numpy.typing as npt
 
 from hybridperf.analytical._terms import Terms
+from hybridperf.arrays import FloatArray
 from hybridperf.hardware import CCLimits
 
 __all__ = ["OccupancyResult", "occupancy"]
 
-FloatArray = npt.NDArray[np.float64]
 LIMITERS = ("warps", "registers", "shared memory", "blocks")
 
 

@@ -8,12 +8,12 @@ import numpy.typing as npt
 
 from hybridperf.analytical._terms import Terms
 from hybridperf.analytical.launch import LaunchState, launch_state
+from hybridperf.arrays import FloatArray
 from hybridperf.hardware import GPUSpec
-from hybridperf.kernel import KernelProfile
+from hybridperf.profile import KernelProfile
 
 __all__ = ["DEFAULT_LAUNCH_OVERHEAD_US", "RooflineResult", "roofline"]
 
-FloatArray = npt.NDArray[np.float64]
 # Typical kernel-launch-to-completion floor of an empty kernel on recent NVIDIA GPUs (a few us).
 DEFAULT_LAUNCH_OVERHEAD_US = 3.0
 

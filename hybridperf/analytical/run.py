@@ -18,7 +18,8 @@ from hybridperf.analytical.ryoo import ryoo_metrics
 from hybridperf.analytical.scaled_counts import scaled_counts
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
-from hybridperf.kernel import KernelDescriptor, KernelProfile, load_kernel
+from hybridperf.kernel import KernelDescriptor, load_kernel
+from hybridperf.profile import KernelProfile
 
 __all__ = ["MODELS", "TIME_MODELS", "Analysis", "analyze", "check_models"]
 

@@ -7,10 +7,9 @@ import numpy as np
 import numpy.typing as npt
 
 from hybridperf.analytical._terms import Terms
+from hybridperf.arrays import FloatArray
 
 __all__ = ["RyooResult", "ryoo_metrics"]
-
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)

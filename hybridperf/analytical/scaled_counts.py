@@ -9,13 +9,12 @@ import numpy.typing as npt
 
 from hybridperf.analytical._terms import Terms
 from hybridperf.analytical.launch import LaunchState, launch_state
+from hybridperf.arrays import FloatArray
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec
-from hybridperf.kernel import KernelProfile
+from hybridperf.profile import KernelProfile
 
 __all__ = ["ScaledCountsResult", "calibrate_adjusting_weight", "scaled_counts"]
-
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ from hybridperf.analytical.occupancy import occupancy
 from hybridperf.analytical.ryoo import ryoo_metrics
 from hybridperf.analytical.scaled_counts import calibrate_adjusting_weight, scaled_counts
 from hybridperf.hardware import load_cc_limits, load_gpu
-from hybridperf.kernel import KernelProfile, load_kernel
+from hybridperf.kernel import load_kernel
+from hybridperf.profile import KernelProfile
 
 __all__ = ["Check", "run_checks", "seed004_tables"]
 

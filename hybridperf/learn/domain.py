@@ -52,17 +52,20 @@ def outside_reasons(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]])
         for i in idx[~np.isin(gpus[idx], d["gpus"])]:
             why[i].append(f"GPU {gpus[i]} never trained for this kernel")
         for col, seen in d.items():
-            if col == "gpus" or col not in rows.columns:
-                continue
-            v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
-            name = param_name(col)
-            if col.startswith("size."):
-                for i, x in zip(idx[(v < seen[0]) | (v > seen[1])], v[(v < seen[0]) | (v > seen[1])]):
-                    why[i].append(f"{name} {x:g} outside trained {seen[0]:g}..{seen[1]:g}")
-            else:
-                bad = ~np.isin(v, seen) & np.isfinite(v)
-                if len(seen) == 2:  # a long list was stored as a range
-                    bad &= (v < seen[0]) | (v > seen[1])
-                for i, x in zip(idx[bad], v[bad]):
-                    why[i].append(f"{name} {x:g} never trained")
+            if col != "gpus" and col in rows.columns:
+                v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
+                for i, reason in _column_reasons(col, seen, v, idx):
+                    why[i].append(reason)
     return ["; ".join(w[:3]) if w else "" for w in why]
+
+
+def _column_reasons(col: str, seen: list[float], v: np.ndarray, idx: np.ndarray) -> list[tuple[int, str]]:
+    """(row, reason) for the values ``v`` of rows ``idx`` outside one column's training domain."""
+    name = param_name(col)
+    if col.startswith("size."):
+        bad = (v < seen[0]) | (v > seen[1])
+        return [(i, f"{name} {x:g} outside trained {seen[0]:g}..{seen[1]:g}") for i, x in zip(idx[bad], v[bad])]
+    bad = ~np.isin(v, seen) & np.isfinite(v)
+    if len(seen) == 2:  # a long list was stored as a range
+        bad &= (v < seen[0]) | (v > seen[1])
+    return [(i, f"{name} {x:g} never trained") for i, x in zip(idx[bad], v[bad])]

@@ -173,21 +173,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         ``groups`` (optional) makes the out-of-fold residuals leave whole groups out (e.g. sizes),
         so the conformal intervals reflect extrapolation rather than interpolation.
         """
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.calibration not in CALIBRATIONS:
-            raise ValueError(f"calibration must be 'scale' or 'affine', got {self.calibration!r}")
-        if self.coverage is not None and not 0 < self.coverage < 1:
-            raise ValueError(f"coverage must be in (0, 1) or None, got {self.coverage!r}")
-        X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", y_numeric=True, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64)
-        if not np.all(np.isfinite(y)) or np.any(y <= 0):
-            raise ValueError("y must hold finite, positive times; drop failed or invalid runs before fitting")
-        w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        if w is not None and (w.shape != y.shape or np.any(w < 0) or not np.any(w > 0)):
-            raise ValueError("sample_weight must be one non-negative weight per row, not all zero")
-        if self.mode in ("analytical", "calibrated") and self.baseline_column is None:
-            raise ValueError(f"mode={self.mode!r} needs baseline_column (the log analytical time)")
+        X, y, w = self._check_fit_inputs(X, y, sample_weight)
         base = self._base(X)
         if not np.all(np.isfinite(base)):
             raise ValueError("the baseline column has NaN/inf rows (infeasible configs?); drop them before fitting")
@@ -217,6 +203,26 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
                 if off is not None:
                     setattr(self, attr, conformity_scores(target - off - weights * reg))
         return self
+
+    def _check_fit_inputs(self, X: npt.ArrayLike, y: npt.ArrayLike,
+                          sample_weight: npt.ArrayLike | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Validated parameters and (X, y, weights): positive finite times, one non-negative weight per row."""
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(f"calibration must be 'scale' or 'affine', got {self.calibration!r}")
+        if self.coverage is not None and not 0 < self.coverage < 1:
+            raise ValueError(f"coverage must be in (0, 1) or None, got {self.coverage!r}")
+        X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", y_numeric=True, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        if not np.all(np.isfinite(y)) or np.any(y <= 0):
+            raise ValueError("y must hold finite, positive times; drop failed or invalid runs before fitting")
+        w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        if w is not None and (w.shape != y.shape or np.any(w < 0) or not np.any(w > 0)):
+            raise ValueError("sample_weight must be one non-negative weight per row, not all zero")
+        if self.mode in ("analytical", "calibrated") and self.baseline_column is None:
+            raise ValueError(f"mode={self.mode!r} needs baseline_column (the log analytical time)")
+        return X, y, w
 
     def _fit_stack_weights(self, X: np.ndarray, target: np.ndarray, off: np.ndarray, reg: np.ndarray) -> None:
         ok = np.isfinite(off)

@@ -14,8 +14,9 @@ import numpy as np
 
 from hybridperf.errors import FormulaError, RecordError
 from hybridperf.formula import Formula, compile_formula
-from hybridperf.kernel import LAUNCH_KEYS, PROFILE_FIELDS, KernelDescriptor, load_kernel
-from hybridperf.tomlfile import read_toml
+from hybridperf.kernel import KernelDescriptor, load_kernel
+from hybridperf.profile import LAUNCH_KEYS, PROFILE_FIELDS
+from hybridperf.tomlfile import read_document
 
 __all__ = [
     "DTYPES",
@@ -219,12 +220,7 @@ def _formulas(path: Path, doc: dict[str, Any], key: str, default: tuple[str, ...
 
 
 def _parse(path: Path, kernel: KernelDescriptor) -> BenchSetup:
-    raw, doc = read_toml(path, RecordError, "benchmark setup")
-    if doc.get("format_version") != FORMAT_VERSION:
-        raise RecordError(f"{path}: format_version must be {FORMAT_VERSION}, got {doc.get('format_version')!r}")
-    unknown = set(doc) - _TOP
-    if unknown:
-        raise RecordError(f"{path}: unknown key {min(unknown)!r}; allowed: {', '.join(sorted(_TOP))}")
+    raw, doc = read_document(path, RecordError, "benchmark setup", FORMAT_VERSION, _TOP)
     if doc.get("descriptor") != kernel.name:
         raise RecordError(f"{path}: descriptor = {doc.get('descriptor')!r} but the kernel is {kernel.name!r}")
     for key in ("source", "entry"):

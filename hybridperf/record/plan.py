@@ -13,7 +13,8 @@ import pandas as pd
 from hybridperf.analytical.occupancy import occupancy
 from hybridperf.errors import RecordError
 from hybridperf.hardware import GPUSpec
-from hybridperf.kernel import LAUNCH_KEYS, KernelDescriptor
+from hybridperf.kernel import KernelDescriptor
+from hybridperf.profile import LAUNCH_KEYS
 
 __all__ = ["Plan", "PlannedRow", "RowKey", "done_keys", "existing_keys", "plan_sweep", "row_key"]
 

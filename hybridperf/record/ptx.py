@@ -296,7 +296,7 @@ def run_ptx_checks(bench: BenchSetup, kernel: KernelDescriptor, *, arch: str = "
     counts of the named region with the descriptor formulas evaluated there (docs/record.md)."""
     import numpy as np
 
-    from hybridperf.kernel import PROFILE_FIELDS
+    from hybridperf.profile import PROFILE_FIELDS
 
     out: list[PTXCheckResult] = []
     compiled: dict[tuple[tuple[str, float], ...], PTXCounts] = {}

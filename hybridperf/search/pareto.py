@@ -6,12 +6,11 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from hybridperf.arrays import BoolArray, IntArray
 from hybridperf.errors import HybridperfError
 
 __all__ = ["ParetoError", "merge_fronts", "pareto_mask", "pareto_ranks"]
 
-BoolArray = npt.NDArray[np.bool_]
-IntArray = npt.NDArray[np.int64]
 
 
 class ParetoError(HybridperfError):

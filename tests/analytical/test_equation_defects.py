@@ -16,7 +16,8 @@ from hybridperf.analytical.roofline import roofline
 from hybridperf.analytical.run import analyze
 from hybridperf.analytical.scaled_counts import scaled_counts
 from hybridperf.hardware import list_gpus, load_cc_limits, load_gpu
-from hybridperf.kernel import KernelProfile, load_kernel
+from hybridperf.kernel import load_kernel
+from hybridperf.profile import KernelProfile
 from hybridperf.search.pareto import pareto_mask
 
 

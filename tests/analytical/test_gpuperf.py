@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from hybridperf.analytical.gpuperf import gpuperf
 from hybridperf.hardware import load_gpu
-from hybridperf.kernel import KernelProfile
+from hybridperf.profile import KernelProfile
 
 GPUS = ["tesla-c2050", "titan-v", "a100-pcie-40gb", "gtx-280"]
 

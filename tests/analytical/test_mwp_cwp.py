@@ -6,7 +6,8 @@ import pytest
 
 from hybridperf.analytical.mwp_cwp import mwp_cwp
 from hybridperf.hardware import load_gpu
-from hybridperf.kernel import KernelProfile, load_kernel
+from hybridperf.kernel import load_kernel
+from hybridperf.profile import KernelProfile
 
 
 def _table2_gpu():

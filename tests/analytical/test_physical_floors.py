@@ -24,7 +24,8 @@ from hybridperf.analytical.roofline import roofline
 from hybridperf.analytical.run import analyze
 from hybridperf.analytical.scaled_counts import scaled_counts
 from hybridperf.hardware import GPUSpec, list_gpus
-from hybridperf.kernel import KernelDescriptor, KernelProfile, Param, list_kernels
+from hybridperf.kernel import KernelDescriptor, Param, list_kernels
+from hybridperf.profile import KernelProfile
 
 KERNELS = {k.name: k for k in list_kernels()}
 GPUS = list_gpus()

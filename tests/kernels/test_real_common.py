@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from hybridperf.analytical.run import analyze
-from hybridperf.kernel import PROFILE_FIELDS, load_kernel
+from hybridperf.kernel import load_kernel
+from hybridperf.profile import PROFILE_FIELDS
 from tests.paths import REPO
 
 from ._data import REAL_KERNELS

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from hybridperf.errors import RecordError
-from hybridperf.kernel import PROFILE_FIELDS, load_kernel
+from hybridperf.kernel import load_kernel
+from hybridperf.profile import PROFILE_FIELDS
 from hybridperf.record import list_benches, load_bench
 from hybridperf.record.bench import bench_dir
 
@@ -120,7 +121,7 @@ GOOD = (bench_dir() / "seed004-vecadd.toml").read_text()
 
 @pytest.mark.parametrize("edit, message", [
     (("format_version = 1", "format_version = 2"), "format_version must be 1"),
-    (('entry = "vecadd"', 'entry = "vecadd"\ncolour = 1'), "unknown key 'colour'"),
+    (('entry = "vecadd"', 'entry = "vecadd"\ncolour = 1'), "unknown top-level key 'colour'"),
     (('descriptor = "seed004-vecadd"', 'descriptor = "seed004-dot"'), "descriptor = 'seed004-dot' but the kernel"),
     (('source = "vecadd.cu"', 'source = "nope.cu"'), "CUDA source 'nope.cu' not found"),
     (('elements = "N"\ninit = "zeros"', 'elements = "N"\ninit = "noise"'), "init 'noise' unknown"),

@@ -1,0 +1,119 @@
+"""The per-launch KernelProfile: resources and per-thread dynamic counts, and the count defaults."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hybridperf.arrays import FloatArray
+from hybridperf.errors import DescriptorError
+from hybridperf.formula import Formula, compile_formula
+
+__all__ = ["LAUNCH_KEYS", "OPTIONAL_COUNTS", "PROFILE_FIELDS", "REQUIRED_COUNTS", "KernelProfile", "default_formula"]
+
+LAUNCH_KEYS = ("threads_per_block", "blocks", "registers_per_thread", "smem_per_block_bytes")
+REQUIRED_COUNTS = ("comp_insts", "coal_mem_insts", "uncoal_mem_insts")
+# Optional per-thread counts and the formula used when a descriptor leaves them out.
+OPTIONAL_COUNTS: dict[str, str] = {
+    "fp_insts": "comp_insts",
+    "sfu_insts": "0",
+    "sync_insts": "0",
+    "smem_insts": "0",
+    "uncoal_per_mw": "32",
+    "global_loads": "coal_mem_insts + uncoal_mem_insts",
+    "global_stores": "0",
+    "smem_loads": "smem_insts",
+    "smem_stores": "0",
+    "comp_cycles": "comp_insts",
+    "ilp": "1",
+    "mlp": "1",
+    "miss_ratio": "1",
+    "load_bytes_per_warp": "128",
+    "ryoo_instr": "comp_insts + sfu_insts + coal_mem_insts + uncoal_mem_insts",
+    # Seed 003 Sec. 4: intervals delimited by blocking instructions (global loads, syncs; SFU ops only
+    # when neither exists) or the kernel start/end; a run of independent loads is one unit, and mlp
+    # is the number of independent loads a warp issues together (Fig. 2(c): 256 pairs of loads and
+    # 512 barriers -> 1 + 256 + 512 = 769 regions).
+    "ryoo_regions": "1 + where(global_loads + sync_insts > 0, global_loads / max(mlp, 1) + sync_insts, "
+                    "sfu_insts)",
+    "flops": "fp_insts",
+    "dram_bytes": "4 * (global_loads + global_stores) * threads_per_block * blocks",
+}
+PROFILE_FIELDS = LAUNCH_KEYS + REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelProfile:
+    """Per-launch resources and per-thread dynamic counts, one array element per row.
+
+    Units: threads, blocks, 32-bit registers per thread, bytes of shared memory per block,
+    instructions per thread, ``flops`` per thread, ``dram_bytes`` for the whole launch.
+    """
+
+    threads_per_block: FloatArray
+    blocks: FloatArray
+    registers_per_thread: FloatArray
+    smem_per_block_bytes: FloatArray
+    comp_insts: FloatArray
+    coal_mem_insts: FloatArray
+    uncoal_mem_insts: FloatArray
+    fp_insts: FloatArray
+    sfu_insts: FloatArray
+    sync_insts: FloatArray
+    smem_insts: FloatArray
+    uncoal_per_mw: FloatArray
+    global_loads: FloatArray
+    global_stores: FloatArray
+    smem_loads: FloatArray
+    smem_stores: FloatArray
+    comp_cycles: FloatArray
+    ilp: FloatArray
+    mlp: FloatArray
+    miss_ratio: FloatArray
+    load_bytes_per_warp: FloatArray
+    ryoo_instr: FloatArray
+    ryoo_regions: FloatArray
+    flops: FloatArray
+    dram_bytes: FloatArray
+
+    @classmethod
+    def from_values(cls, **values: Any) -> KernelProfile:
+        """Build a profile from scalars or arrays; omitted optional counts take their defaults."""
+        unknown = set(values) - set(PROFILE_FIELDS)
+        if unknown:
+            raise DescriptorError(f"unknown profile field(s) {sorted(unknown)}; allowed: {', '.join(PROFILE_FIELDS)}")
+        missing = [k for k in LAUNCH_KEYS + REQUIRED_COUNTS if k not in values]
+        if missing:
+            raise DescriptorError(f"profile is missing {', '.join(missing)}")
+        env: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
+        for key, default in OPTIONAL_COUNTS.items():
+            if key not in env:
+                env[key] = default_formula(key, default)(env)
+        arrays = np.broadcast_arrays(*(np.atleast_1d(env[k]) for k in PROFILE_FIELDS))
+        return cls(**{k: np.array(a, dtype=np.float64) for k, a in zip(PROFILE_FIELDS, arrays)})
+
+    def __len__(self) -> int:
+        return int(self.blocks.shape[0])
+
+    @property
+    def mem_insts(self) -> FloatArray:
+        return self.coal_mem_insts + self.uncoal_mem_insts
+
+    @property
+    def total_threads(self) -> FloatArray:
+        return self.threads_per_block * self.blocks
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame({k: getattr(self, k) for k in PROFILE_FIELDS})
+
+    def take(self, index: Any) -> KernelProfile:
+        return KernelProfile(**{k: getattr(self, k)[index] for k in PROFILE_FIELDS})
+
+
+@functools.cache
+def default_formula(key: str, text: str) -> Formula:
+    """The compiled default formula of an optional count (compiled once)."""
+    return compile_formula(text, where=f"default for counts.{key}")

@@ -122,7 +122,8 @@ def load_dataset(name: str, *, root: str | Path | None = None) -> pd.DataFrame:
     return read_sweep(info.data_path, known_kernels=kernels or None, known_gpus=gpus or None)
 
 
-def load_sources(sources: Sequence[str | Path], *, root: str | Path | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
+def load_sources(sources: Sequence[str | Path], *,
+                 root: str | Path | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
     """Sweeps named by file path or shipped dataset name, concatenated, and the sha256 of each source
     (keys: the path, or ``dataset:NAME``) for a model's provenance."""
     frames, hashes = [], {}

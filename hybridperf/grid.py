@@ -83,7 +83,8 @@ def parameter_grid(values: Mapping[str, Sequence[float]]) -> pd.DataFrame:
     return pd.DataFrame(np.asarray(rows, dtype=np.float64).reshape(len(rows), len(names)), columns=names)
 
 
-def grid_rows(kernel: str | KernelDescriptor, gpu: str | GPUSpec, values: Mapping[str, Sequence[float]]) -> pd.DataFrame:
+def grid_rows(kernel: str | KernelDescriptor, gpu: str | GPUSpec,
+              values: Mapping[str, Sequence[float]]) -> pd.DataFrame:
     """Sweep rows (kernel, gpu, size.*, config.*) for the Cartesian product of parameter values, e.g.
     the rows ``hybridperf predict --set ...`` predicts; unset parameters keep the descriptor defaults."""
     desc, spec = load_kernel(kernel), load_gpu(gpu)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridperf.errors import SpecError, UnknownGPUError
-from hybridperf.tomlfile import check_unique_names, read_document
+from hybridperf.tomlfile import load_folder, read_document
 
 __all__ = [
     "MODEL_KEYS",
@@ -245,9 +245,7 @@ def _parse_gpu(path: Path) -> GPUSpec:
 
 @functools.cache
 def _shipped() -> tuple[GPUSpec, ...]:
-    specs = tuple(_parse_gpu(p) for p in sorted(_SHIPPED_DIR.glob("*.toml")))
-    check_unique_names(specs, _names, lambda s: s.path, SpecError)
-    return specs
+    return load_folder(_SHIPPED_DIR, _parse_gpu, _names, SpecError)
 
 
 def _names(spec: GPUSpec) -> set[str]:

@@ -28,7 +28,7 @@ from hybridperf.profile import (
     KernelProfile,
     default_formula,
 )
-from hybridperf.tomlfile import check_unique_names, read_document
+from hybridperf.tomlfile import load_folder, read_document
 
 __all__ = [
     "KernelDescriptor",
@@ -211,7 +211,8 @@ def _params(path: Path, doc: dict[str, Any], section: str) -> tuple[Param, ...]:
             raise DescriptorError(f"{path}: [{section}].{name} must be a table like {{ default = 1 }}")
         unknown = set(spec) - _PARAM_KEYS
         if unknown:
-            raise DescriptorError(f"{path}: [{section}].{name} has unknown key {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(_PARAM_KEYS))}")
+            raise DescriptorError(f"{path}: [{section}].{name} has unknown key {sorted(unknown)[0]!r}; "
+                                  f"allowed: {', '.join(sorted(_PARAM_KEYS))}")
         values = spec.get("values")
         if values is not None:
             if not isinstance(values, list) or not values:
@@ -299,9 +300,7 @@ _SHIPPED_DIR = Path(str(resources.files("hybridperf") / "kernels"))
 
 @functools.cache
 def _shipped() -> tuple[KernelDescriptor, ...]:
-    kernels = tuple(_parse_kernel(p) for p in sorted(_SHIPPED_DIR.glob("*.toml")))
-    check_unique_names(kernels, _names, lambda k: k.path, DescriptorError)
-    return kernels
+    return load_folder(_SHIPPED_DIR, _parse_kernel, _names, DescriptorError)
 
 
 def _names(kernel: KernelDescriptor) -> set[str]:

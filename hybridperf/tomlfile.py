@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["check_unique_names", "read_document", "read_toml"]
+__all__ = ["load_folder", "read_document", "read_toml"]
 
 
 def read_toml(path: Path, error: type[Exception], what: str = "file") -> tuple[bytes, dict[str, Any]]:
@@ -27,15 +27,19 @@ def read_toml(path: Path, error: type[Exception], what: str = "file") -> tuple[b
         raise error(f"{path}: not valid TOML ({exc}); fix the syntax") from None
 
 
-def check_unique_names(items: Iterable[T], names: Callable[[T], Iterable[str]], path: Callable[[T], str],
-                       error: type[Exception]) -> None:
-    """Raise ``error`` if two shipped files claim the same name or alias (``names`` of each item)."""
+def load_folder(folder: Path, parse: Callable[[Path], T], names: Callable[[T], Iterable[str]],
+                error: type[Exception]) -> tuple[T, ...]:
+    """Every ``*.toml`` of ``folder`` parsed (sorted by file name); ``error`` if two files claim the same
+    name or alias (``names`` of each parsed item, whose ``path`` names its file)."""
+    items = tuple(parse(p) for p in sorted(folder.glob("*.toml")))
     seen: dict[str, str] = {}
     for item in items:
+        path = str(item.path)
         for key in set(names(item)):
-            if key in seen and seen[key] != path(item):
-                raise error(f"{path(item)}: name or alias {key!r} is also used by {seen[key]}")
-            seen[key] = path(item)
+            if key in seen and seen[key] != path:
+                raise error(f"{path}: name or alias {key!r} is also used by {seen[key]}")
+            seen[key] = path
+    return items
 
 
 def read_document(path: Path, error: type[Exception], what: str, format_version: int,

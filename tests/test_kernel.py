@@ -73,9 +73,11 @@ BASE = Path(load_kernel("matvec").path).read_text()
 
 
 @pytest.mark.parametrize("text, error, message", [
-    (BASE.replace('comp_insts = "2 * N"', 'comp_insts = "2 * Q"'), FormulaError, r"\[counts\].comp_insts: unknown name 'Q'"),
+    (BASE.replace('comp_insts = "2 * N"', 'comp_insts = "2 * Q"'), FormulaError,
+     r"\[counts\].comp_insts: unknown name 'Q'"),
     (BASE.replace('comp_insts = "2 * N"', 'comp_insts = "exp(N)"'), FormulaError, "unknown function 'exp'"),
-    (BASE.replace('comp_insts = "2 * N"', 'comp_instz = "2 * N"'), DescriptorError, "unknown formula name 'comp_instz'"),
+    (BASE.replace('comp_insts = "2 * N"', 'comp_instz = "2 * N"'), DescriptorError,
+     "unknown formula name 'comp_instz'"),
     (BASE.replace('blocks = "ceil(N / BLOCK)"\n', ""), DescriptorError, "missing formula launch.blocks"),
     (BASE.replace("format_version = 1", "format_version = 2"), DescriptorError, "format_version must be 1"),
     (BASE.replace("default = 256,", "default = 300,"), DescriptorError, "default 300 is not among its values"),

@@ -61,7 +61,8 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    s = sub.add_parser("import", help="convert recorded runs (Kernel Tuner, KTT, UCI SGEMM, NeuSight, AIWC, CSV) to a sweep")
+    s = sub.add_parser("import", help="convert recorded runs (Kernel Tuner, KTT, UCI SGEMM, NeuSight, AIWC, CSV) "
+                                      "to a sweep")
     s.add_argument("source", help="file (or folder for neusight) to import")
     s.add_argument("--format", required=True, choices=["kernel-tuner", "ktt", "uci-sgemm", "neusight", "aiwc", "csv"])
     s.add_argument("-o", "--output", required=True, help="sweep to write (.parquet, .csv or .csv.gz)")

@@ -46,7 +46,8 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     df = pd.DataFrame(rows)
     df["noise_cv"] = [f"{a:.2%} / {b:.2%}" if pd.notna(a) else "-" for a, b in zip(df.noise_cv_median, df.noise_cv_p95)]
     print_table(df, ["name", "rows", "ok", "failed", "invalid", "gpus", "kernels", "noise_cv", "licence", "data_mb"])
-    print("\nnoise_cv: per-config coefficient of variation of repeats, median / p95 (the floor under any accuracy claim)")
+    print("\nnoise_cv: per-config coefficient of variation of repeats, median / p95 "
+          "(the floor under any accuracy claim)")
     if args.verbose:
         for r in rows:
             print(f"\n{r['name']}: sizes {r['sizes']}; configs {r['configs']}")

@@ -90,7 +90,8 @@ def _occupancy() -> list[Check]:
     gtx = occupancy(load_gpu("8800-gtx").limits, 256, 13, 2088).row()
     return [
         Check("occupancy-cc86", "seed 004 Tables 1-2 (cc 8.6, 320 thr, 10 regs, 1 KB)", 40 / 48,
-              occ86["occupancy"], 1e-9, f"{occ86['active_blocks_per_sm']:g} blocks, {occ86['active_warps_per_sm']:g} warps"),
+              occ86["occupancy"], 1e-9,
+              f"{occ86['active_blocks_per_sm']:g} blocks, {occ86['active_warps_per_sm']:g} warps"),
         Check("occupancy-8800gtx", "seed 003 Sec. 4 (8800 GTX, 256 thr, 13 regs, 2088 B)", 2.0,
               gtx["active_blocks_per_sm"], 0.0, f"limited by {gtx['limiter']}"),
     ]

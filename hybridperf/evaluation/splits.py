@@ -37,7 +37,8 @@ def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2
     elif split in ("S3", "S4"):
         col = "kernel" if split == "S3" else "gpu"
         if holdout is None or holdout not in set(sweep[col]):
-            raise HybridperfError(f"{split} needs --holdout naming a {col} in the data; have: {', '.join(sorted(set(sweep[col])))}")
+            have = ", ".join(sorted(set(sweep[col])))
+            raise HybridperfError(f"{split} needs --holdout naming a {col} in the data; have: {have}")
         test = (sweep[col] == holdout).to_numpy().copy()  # pandas may hand out a read-only view
         if split == "S4" and calibration_runs:
             cal = rng.choice(pos[test], size=min(calibration_runs, int(test.sum()) - 1), replace=False)
@@ -50,5 +51,6 @@ def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2
     else:
         raise HybridperfError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
     if test.all() or not test.any():
-        raise HybridperfError(f"split {split} leaves {'no training' if test.all() else 'no test'} rows; adjust its options")
+        which = "no training" if test.all() else "no test"
+        raise HybridperfError(f"split {split} leaves {which} rows; adjust its options")
     return pos[~test], pos[test]

@@ -115,5 +115,6 @@ def write_gpu_spec(gpu: GPUSpec, path: str | Path, *, name: str | None = None) -
         if section == "model":
             lines += ["", "[model]"]
         for k in keys:
-            lines.append(f"{k} = {{ value = {float(getattr(gpu, k))!r}, source = {_toml_str(gpu.sources.get(f'{section}.{k}', 'unknown'))} }}")
+            source = _toml_str(gpu.sources.get(f"{section}.{k}", "unknown"))
+            lines.append(f"{k} = {{ value = {float(getattr(gpu, k))!r}, source = {source} }}")
     return atomic_write_text(path, "\n".join(lines) + "\n")

@@ -268,7 +268,8 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     def _fit_core(self, X: np.ndarray, target: np.ndarray,
                   w: np.ndarray | None) -> tuple[list[GroupTable], float, Any]:
         """Group offsets, overall offset and the residual regressor for one training set."""
-        use_offsets = self.mode == "calibrated" or (self.group_columns is not None and self._baseline_index() is not None)
+        use_offsets = self.mode == "calibrated" or (
+            self.group_columns is not None and self._baseline_index() is not None)
         levels: list[GroupTable] = []
         glob = 0.0
         if use_offsets:

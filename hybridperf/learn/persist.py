@@ -154,5 +154,6 @@ def read_model_document(path: str | Path) -> dict[str, Any]:
     if _sha(payload) != doc["sha256"]:
         raise ModelFileError(f"{path}: checksum mismatch: the file was modified after it was written; retrain it")
     if body.get("format") != FORMAT:
-        raise ModelFileError(f"{path}: model format {body.get('format')!r} is not {FORMAT!r}; retrain with this version")
+        raise ModelFileError(f"{path}: model format {body.get('format')!r} is not {FORMAT!r}; "
+                             "retrain with this version")
     return body

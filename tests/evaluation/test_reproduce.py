@@ -70,7 +70,8 @@ def test_analyze_single_and_table(capsys) -> None:
 
 
 def test_analyze_reports_infeasible(capsys) -> None:
-    assert main(["analyze", "--gpu", "8800-gtx", "--kernel", "tiled-matmul", "--set", "TILE=32", "--set", "N=1024"]) == 0
+    assert main(["analyze", "--gpu", "8800-gtx", "--kernel", "tiled-matmul", "--set", "TILE=32",
+                 "--set", "N=1024"]) == 0
     out = capsys.readouterr().out
     assert "infeasible" in out and "threads per block" in out
 
@@ -85,7 +86,8 @@ def test_analyze_reports_infeasible(capsys) -> None:
     (["frobnicate"], "invalid choice"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, message, capsys) -> None:
-    with pytest.raises(SystemExit) if argv in (["analyze", "--gpu", "titan-v"], ["frobnicate"]) else _nullcontext() as e:
+    parse_error = argv in (["analyze", "--gpu", "titan-v"], ["frobnicate"])
+    with pytest.raises(SystemExit) if parse_error else _nullcontext() as e:
         code = main(argv)
     if e is not None and hasattr(e, "value"):
         code = e.value.code

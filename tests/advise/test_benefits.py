@@ -1,0 +1,50 @@
+"""GPUPerf advice: benefit shares add up with the model's terms, the zone follows the benefit chart, charts draw."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hybridperf.advise.benefits import BENEFIT_FAMILIES, advise, advise_samples, benefit_chart, format_advice
+from hybridperf.analytical.run import analyze
+from tests.paths import GPA_FIXTURES
+
+
+@pytest.fixture(scope="module")
+def adv():
+    return advise("seed004-matvec", "titan-v", {"N": [1024.0, 8192.0, 65536.0]})
+
+
+def test_table_matches_gpuperf_and_shares_are_fractions(adv) -> None:
+    gp = analyze("seed004-matvec", "titan-v", {"N": [1024.0, 8192.0, 65536.0]}, models=["gpuperf"]).terms["gpuperf"]
+    np.testing.assert_allclose(adv.table["t_exec_ms"], gp["time_ms"])
+    for b in BENEFIT_FAMILIES:
+        np.testing.assert_allclose(adv.table[f"share_{b}"], gp[b] / gp["t_exec"])
+    # B_memlp is the memory time beyond the ideal, never negative (GPUPerf Eq. 23).
+    assert (adv.table["b_memlp_ms"] >= 0).all()
+    # The zone is the side of the y = x line of the benefit chart (T_comp vs T'_mem).
+    want = np.where(adv.table.t_comp_ms >= adv.table.t_mem_prime_ms, "compute-bound", "memory-bound")
+    assert list(adv.table["zone"]) == list(want)
+
+
+def test_report_names_each_row_and_the_top_benefits(adv) -> None:
+    text = format_advice(adv)
+    assert text.count("[N=") == 3 and "regime" in text
+    for top in adv.table["top"]:
+        for b in filter(None, top.split(",")):
+            assert b in text
+
+
+def test_infeasible_rows_are_marked() -> None:
+    # TILE = 32: 1024 threads per block, over the 512 of cc 1.0.
+    a = advise("seed002-tiled-matmul", "geforce-8800-gtx", {"N": [1024.0], "TILE": [32.0]})
+    assert not a.feasible[0] and a.table["zone"].iloc[0] == "infeasible" and "infeasible" in format_advice(a)
+
+
+def test_chart_file_is_a_png(adv, tmp_path) -> None:
+    path = benefit_chart(adv, tmp_path / "b.png", row=1)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def test_gpa_uses_the_spec_geometry_and_the_row_launch(adv) -> None:
+    report = advise_samples(adv, GPA_FIXTURES / "loop" / "samples.csv", row=0)
+    assert report.arch.sm_count == 80 and report.arch.schedulers_per_sm == 4  # TITAN V: 80 SMs, 4 schedulers

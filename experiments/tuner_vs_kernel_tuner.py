@@ -13,6 +13,7 @@ Runs are appended to <work>/runs.jsonl as they finish; a rerun resumes from ther
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import sys
@@ -27,10 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
-import _kt_sim as kts  # noqa: E402
-from _common import RESULTS, SHARED, header, md_table  # noqa: E402
+import _kt_sim as kts
+from _common import RESULTS, SHARED, header, md_table
 
-from hybridperf.datasets import load_dataset  # noqa: E402
+from hybridperf.datasets import load_dataset
 
 try:  # the loop is moving from hybridperf.tuneloop to hybridperf.search.measure_next
     from hybridperf.search.measure_next import replay, replay_pool  # type: ignore[import-not-found]
@@ -112,8 +113,8 @@ def collect(args: argparse.Namespace, work: Path) -> tuple[dict[tuple, dict], di
         optimum[label] = float(pd.to_numeric(rows.loc[ok, "time_ms"]).min())
         print(f"{label}: {len(rows)} configurations, optimum {optimum[label]:.6g} ms", flush=True)
         pool = replay_pool(sweep, kernel, gpu)
-        _run_all(((label, m, s, budgets[-1], lambda m=m, s=s: hybridperf_times(sweep, kernel, gpu, HP_METHODS[m],
-                                                                             budgets[-1], s, pool))
+        hp = functools.partial(hybridperf_times, sweep, kernel, gpu, pool=pool)
+        _run_all(((label, m, s, budgets[-1], functools.partial(hp, HP_METHODS[m], budgets[-1], s))
                   for m in HP_METHODS for s in seeds), log, done)
         if args.no_kt:
             continue
@@ -127,11 +128,11 @@ def collect(args: argparse.Namespace, work: Path) -> tuple[dict[tuple, dict], di
             # budget-aware strategies run once per budget; the others once at the largest budget, plus seed 0 at
             # the smallest to check that reading a long run's first configurations equals a short run
             runs = budgets if strat in kts.BUDGET_AWARE else [budgets[-1]]
-            jobs += [(label, KT_PREFIX + strat, s, b, lambda st=strat, s=s, b=b: kts.run_strategy(space, st, b, s))
+            jobs += [(label, KT_PREFIX + strat, s, b, functools.partial(kts.run_strategy, space, strat, b, s))
                      for s in seeds for b in runs]
             if args.check_prefix and strat not in kts.BUDGET_AWARE:
                 jobs.append((label, KT_PREFIX + strat, 0, budgets[0],
-                             lambda st=strat: kts.run_strategy(space, st, budgets[0], 0)))
+                             functools.partial(kts.run_strategy, space, strat, budgets[0], 0)))
         _run_all(jobs, log, done)
         for strat in args.strategies if args.check_prefix else []:
             short, long_ = (done.get((label, KT_PREFIX + strat, 0, b)) for b in (budgets[0], budgets[-1]))

@@ -188,7 +188,7 @@ def summary(df: pd.DataFrame, budgets: list[int], by: list[str]) -> pd.DataFrame
             row[f"median @{b}"] = r[("median", b)]
         row["within 1% @" + "/".join(map(str, budgets))] = "/".join(f"{int(r[('within', b)])}" for b in budgets)
         row["of"] = int(r[("n", budgets[-1])])
-        row[f"mean distinct used @{budgets[-1]}"] = r[("distinct", budgets[-1])]
+        row[f"mean distinct used @{budgets[-1]}"] = f"{r[('distinct', budgets[-1])]:.1f}"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -306,8 +306,10 @@ def report(df: pd.DataFrame, budgets: list[int], args: argparse.Namespace, notes
         per = summary(d, budgets, ["method"])
         keep = per["method"].isin([LOOP, HP_RANDOM, *core])
         best_other = per.loc[~keep].sort_values(f"median @{budgets[-1]}", ascending=False).head(1)
-        per = pd.concat([per.loc[keep], best_other])
+        order = {m: i for i, m in enumerate([LOOP, HP_RANDOM, *core])}
+        per = pd.concat([per.loc[keep].sort_values("method", key=lambda m: m.map(order)), best_other])
         per["method"] = per["method"].map(_short)
+        per.loc[per.index.isin(best_other.index), "method"] += " (best other KT strategy)"
         lines.append(f"### {cache} (optimum {d['optimum_ms'].iloc[0]:.6g} ms)\n")
         lines.append(f"![{cache}]({stem}_{_slug(cache)}.png)\n")
         lines.append(md_table(per, ".3f") + "\n")
@@ -356,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         allowed = set(HP_METHODS) | {KT_PREFIX + s for s in args.strategies}
         df = df.loc[df["method"].isin(allowed) & (df["seed"] < args.seeds)]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    df.to_csv(RESULTS / f"{stem}.csv", index=False, float_format="%.6g")
+    df.drop(columns="optimum_ms").assign(method=df["method"].map(_short)).to_csv(
+        RESULTS / f"{stem}.csv", index=False, float_format="%.6g")
     core = [KT_PREFIX + s for s in kts.CORE_STRATEGIES]
     for cache in sorted(df["cache"].unique()):
         plot_cache(df, cache, RESULTS / f"{stem}_{_slug(cache)}.png", core)

@@ -178,8 +178,9 @@ def summary(df: pd.DataFrame, budgets: list[int], by: list[str]) -> pd.DataFrame
     """Median fraction of the optimum and seed-runs within 1% per budget (columns), grouped by ``by``."""
     g = df.groupby([*by, "budget"])
     wide = pd.concat({"median": g["fraction_of_optimum"].median(), "within": g["within_1pct"].sum(),
-                      "n": g["within_1pct"].size(), "distinct": g["distinct_used"].mean()}, axis=1).reset_index()
-    out = wide.pivot_table(index=by, columns="budget", values=["median", "within", "n", "distinct"])
+                      "n": g["within_1pct"].size(), "distinct": g["distinct_used"].mean(),
+                      "failed": g["failed_used"].mean()}, axis=1).reset_index()
+    out = wide.pivot_table(index=by, columns="budget", values=["median", "within", "n", "distinct", "failed"])
     rows = []
     for idx, r in out.iterrows():
         idx = idx if isinstance(idx, tuple) else (idx,)
@@ -189,6 +190,7 @@ def summary(df: pd.DataFrame, budgets: list[int], by: list[str]) -> pd.DataFrame
         row["within 1% @" + "/".join(map(str, budgets))] = "/".join(f"{int(r[('within', b)])}" for b in budgets)
         row["of"] = int(r[("n", budgets[-1])])
         row[f"mean distinct used @{budgets[-1]}"] = f"{r[('distinct', budgets[-1])]:.1f}"
+        row[f"of which failed @{budgets[-1]}"] = f"{r[('failed', budgets[-1])]:.1f}"
         rows.append(row)
     return pd.DataFrame(rows)
 

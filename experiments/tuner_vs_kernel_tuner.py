@@ -165,7 +165,7 @@ def long_table(done: dict[tuple, dict], optimum: dict[str, float], budgets: list
             frac = optimum[cache] / best if np.isfinite(best) else 0.0
             out.append({"cache": cache, "method": method, "seed": seed, "budget": b, "distinct_used": len(head),
                         "failed_used": int(np.isnan(head).sum()), "best_ms": best, "optimum_ms": optimum[cache],
-                        "fraction_of_optimum": frac, "within_1pct": frac >= 1 / 1.01,
+                        "fraction_of_optimum": frac, "within_1pct": frac >= 0.99,
                         "seconds": rec["seconds"] if b == budget_run else np.nan})
     return pd.DataFrame(out)
 
@@ -195,21 +195,36 @@ def summary(df: pd.DataFrame, budgets: list[int], by: list[str]) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
+def cache_medians(df: pd.DataFrame) -> pd.DataFrame:
+    """Per method and budget: the median over caches of each cache's median fraction of the optimum."""
+    med = df.groupby(["method", "cache", "budget"])["fraction_of_optimum"].median()
+    out = med.groupby(["method", "budget"]).median().unstack("budget")
+    out.columns = [f"@{b}" for b in out.columns]
+    out = out.reset_index()
+    out["method"] = out["method"].map(_short)
+    return out
+
+
 def target_rows(df: pd.DataFrame, budgets: list[int]) -> pd.DataFrame:
-    """Per cache and budget (20, 30, 50): the loop's median against the best Kernel Tuner strategy's."""
+    """Per cache and budget (20, 30, 50): the loop's median against the best Kernel Tuner strategy's, among
+    all strategies run and among issue 17's four (random_sample, dual_annealing, bayes_opt, genetic_algorithm)."""
     med = df.groupby(["cache", "method", "budget"])["fraction_of_optimum"].median().reset_index()
+    core = {KT_PREFIX + s for s in kts.CORE_STRATEGIES}
     rows = []
     for (cache, b), g in med.groupby(["cache", "budget"]):
-        if b not in (20, 30, 50):
-            continue
         kt = g.loc[g["method"].str.startswith(KT_PREFIX)].sort_values("fraction_of_optimum", ascending=False)
         loop = g.loc[g["method"] == LOOP, "fraction_of_optimum"]
-        if kt.empty or loop.empty:
+        if b not in (20, 30, 50) or kt.empty or loop.empty:
             continue
-        rows.append({"cache": cache, "budget": b, "loop median": float(loop.iloc[0]),
+        four = kt.loc[kt["method"].isin(core)]
+        lm = float(loop.iloc[0])
+        rows.append({"cache": cache, "budget": b, "loop median": lm,
                      "best KT strategy": _short(kt["method"].iloc[0]),
-                     "its median": float(kt["fraction_of_optimum"].iloc[0]),
-                     "loop >= best KT": bool(loop.iloc[0] >= kt["fraction_of_optimum"].iloc[0])})
+                     "its median (all)": float(kt["fraction_of_optimum"].iloc[0]),
+                     "loop >= best KT": bool(lm >= kt["fraction_of_optimum"].iloc[0]),
+                     "best of issue's 4": _short(four["method"].iloc[0]) if len(four) else "-",
+                     "its median (4)": float(four["fraction_of_optimum"].iloc[0]) if len(four) else float("nan"),
+                     "loop >= best of 4": bool(len(four) and lm >= four["fraction_of_optimum"].iloc[0])})
     return pd.DataFrame(rows)
 
 
@@ -232,7 +247,7 @@ def plot_cache(df: pd.DataFrame, cache: str, path: Path, core: list[str]) -> Non
         label = _short(m) + (" (best other KT)" if m in others.index else "")
         line = ax.plot(q.index, q[0.5], marker="o", ms=3, lw=lw, ls=ls, label=label)[0]
         ax.fill_between(q.index, q[0.25], q[0.75], color=line.get_color(), alpha=0.12)
-    ax.axhline(1 / 1.01, color="0.4", lw=0.8, ls="--", label="within 1% of optimum")
+    ax.axhline(0.99, color="0.4", lw=0.8, ls="--", label="99% of optimum (within 1%)")
     ax.set_xlabel("runs (distinct configurations measured)")
     ax.set_ylabel("optimum / best found")
     ax.set_title(f"{cache}: median over seeds, interquartile band", fontsize=10)
@@ -259,7 +274,7 @@ def report(df: pd.DataFrame, budgets: list[int], args: argparse.Namespace, notes
         + "; cache `time` set to the median of `times` (hybridperf's datasets use the same), so both chase the "
         "same optimum (checked equal per cache). The search space is the cache's keys, failed configurations "
         "included: a failed configuration costs a run for every method. Fraction of optimum = optimum / best "
-        "found (0 if only failures). Kernel Tuner strategies are run once with `max_fevals` = the largest budget "
+        "found (0 if only failures); within 1% = fraction >= 0.99 (as `Trajectory.measurements_to(0.99)`). Kernel Tuner strategies are run once with `max_fevals` = the largest budget "
         "and read at each smaller one (same configurations as a run with the smaller `max_fevals`, checked), "
         f"except {', '.join(sorted(kts.BUDGET_AWARE))}, run once per budget; dual_annealing gets an unlimited inner "
         "scipy call limit (`maxfun`, which counts repeats) so that Kernel Tuner's distinct-configuration budget "
@@ -275,6 +290,11 @@ def report(df: pd.DataFrame, budgets: list[int], args: argparse.Namespace, notes
     overall = summary(df, budgets, ["method"])
     overall["method"] = overall["method"].map(_short)
     lines.append(md_table(overall.sort_values(f"median @{budgets[-1]}", ascending=False), ".3f") + "\n")
+    lines.append("## Median over caches of the per-cache medians\n")
+    lines.append("Each cache counts once (issue 17's medians are this statistic: its Kernel Tuner numbers "
+                 "reproduce to the third decimal with it, not with the pooled median).\n")
+    per_cache = cache_medians(df)
+    lines.append(md_table(per_cache.sort_values(f"@{budgets[-1]}", ascending=False), ".3f") + "\n")
     if 30 in budgets and 50 in budgets:
         lines.append("## Against issue 17's reference numbers (@30 / @50)\n")
         ref = []
@@ -283,12 +303,14 @@ def report(df: pd.DataFrame, budgets: list[int], args: argparse.Namespace, notes
             if d.empty:
                 continue
             a, b = (d.loc[d["budget"] == x] for x in (30, 50))
+            pc = per_cache.loc[per_cache["method"] == m].iloc[0]
             ref.append({"method": m, "issue median @30/@50": f"{m30:.3f} / {m50:.3f}",
-                        "measured median @30/@50": f"{a['fraction_of_optimum'].median():.3f} / "
-                                                   f"{b['fraction_of_optimum'].median():.3f}",
-                        "issue within 1% @30/@50": f"{w30} / {w50} of 100",
-                        "measured within 1% @30/@50": f"{int(a['within_1pct'].sum())} / {int(b['within_1pct'].sum())}"
-                                                      f" of {len(b)}"})
+                        "median of per-cache medians": f"{pc['@30']:.3f} / {pc['@50']:.3f}",
+                        "pooled median": f"{a['fraction_of_optimum'].median():.3f} / "
+                                         f"{b['fraction_of_optimum'].median():.3f}",
+                        "issue within 1%": f"{w30} / {w50} of 100",
+                        "measured within 1%": f"{int(a['within_1pct'].sum())} / {int(b['within_1pct'].sum())}"
+                                              f" of {len(b)}"})
         lines.append(md_table(pd.DataFrame(ref)) + "\n")
     tr = target_rows(df, budgets)
     if not tr.empty:
@@ -299,7 +321,8 @@ def report(df: pd.DataFrame, budgets: list[int], args: argparse.Namespace, notes
         for b in (20, 30, 50):
             t = tr.loc[tr["budget"] == b]
             if len(t):
-                lines.append(f"- @{b}: {int(t['loop >= best KT'].sum())} of {len(t)} caches")
+                lines.append(f"- @{b}: {int(t['loop >= best KT'].sum())} of {len(t)} caches against the best of all "
+                             f"strategies run, {int(t['loop >= best of 4'].sum())} against the best of issue 17's four")
         lines.append("\n" + md_table(tr, ".3f") + "\n")
     lines.append("## Per cache\n")
     core = [KT_PREFIX + s for s in kts.CORE_STRATEGIES]

@@ -33,10 +33,7 @@ from _common import RESULTS, SHARED, header, md_table
 
 from hybridperf.datasets import load_dataset
 
-try:  # the loop is moving from hybridperf.tuneloop to hybridperf.search.measure_next
-    from hybridperf.search.measure_next import replay, replay_pool  # type: ignore[import-not-found]
-except ImportError:
-    from hybridperf.tuneloop import replay, replay_pool
+from hybridperf.search.measure_next import replay, replay_pool
 
 BUDGETS = (10, 20, 30, 50, 100)
 LOOP, HP_RANDOM = "hybridperf model loop", "hybridperf random"

@@ -147,7 +147,21 @@ class KernelDescriptor:
         bad = [k for k, v in profile_values.items() if not np.all(np.isfinite(v))]
         if bad:
             raise DescriptorError(f"{self.path or self.name}: {bad[0]} is not finite for some rows (division by zero?)")
+        negative = [k for k, v in profile_values.items() if np.any(np.asarray(v) < 0)]
+        if negative:
+            raise DescriptorError(self._negative_message(negative[0], env))
         return KernelProfile.from_values(**profile_values)
+
+    def _negative_message(self, key: str, env: Mapping[str, Any]) -> str:
+        """Name the field, its value and the parameters of the first row where a formula gives a negative value."""
+        arrays = np.broadcast_arrays(*(np.atleast_1d(np.asarray(env[k], dtype=np.float64))
+                                       for k in (key, *self.parameters)))
+        i = int(np.flatnonzero(arrays[0] < 0)[0])
+        at = ", ".join(f"{name}={a[i]:g}" for name, a in zip(self.parameters, arrays[1:]))
+        section = "launch" if key in LAUNCH_KEYS else "counts"
+        return (f"{self.path or self.name}: [{section}].{key} is negative ({arrays[0][i]:g}) at "
+                f"{at or 'the defaults'}; counts, sizes and launch values must be >= 0: fix the formula or the "
+                "parameter bounds")
 
     def _formula(self, key: str) -> Formula:
         return self.launch[key] if key in self.launch else self.counts[key]
@@ -194,8 +208,12 @@ _PARAM_KEYS = {"default", "values", "min", "max", "description"}
 def _num(path: Path, where: str, v: Any) -> float:
     if isinstance(v, bool):
         return float(v)
-    if not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise DescriptorError(f"{path}: {where} must be a number, got {v!r}")
+    try:
+        ok = isinstance(v, (int, float)) and math.isfinite(float(v))
+    except OverflowError:
+        ok = False
+    if not ok:
+        raise DescriptorError(f"{path}: {where} must be a finite number, got {str(v)[:30]}")
     return float(v)
 
 

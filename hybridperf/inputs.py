@@ -52,7 +52,7 @@ def check_input_file(path: str | Path, *, error: type[HybridperfError] = InputEr
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise error(f"{path}: no such {what}; check the path") from None
+        raise error(f"{path}: no such file; check the path to the {what}") from None
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise error(f"{path}: cannot open the {what} ({reason}); check the path and permissions") from None

@@ -7,9 +7,18 @@ import pandas as pd
 from hybridperf.errors import HybridperfError
 from hybridperf.sweep import size_metric
 
-__all__ = ["SPLITS", "split_indices"]
+__all__ = ["SPLITS", "SPLIT_DESCRIPTIONS", "split_indices"]
 
-SPLITS = ("S1", "S2", "S3", "S4", "S5")
+SPLITS = ("S1", "S2", "S3", "S4", "S5", "S6")
+# What each split asks of a model (EVALUATION.md), for help texts and reports.
+SPLIT_DESCRIPTIONS = {
+    "S1": "interpolation: random held-out configurations at trained sizes",
+    "S2": "size extrapolation: train on the smaller sizes, test on larger ones",
+    "S3": "leave one kernel out",
+    "S4": "leave one GPU out, with a few calibration runs of it in training",
+    "S5": "budget: train on a small random fraction of a sweep, rank the rest",
+    "S6": "zero-shot GPU: leave one GPU out with no runs on it, predict from its spec alone",
+}
 
 
 def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2, train_max_size: float | None = None,
@@ -20,7 +29,8 @@ def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2
     S1 random configurations (``test_fraction``); S2 train on sizes <= ``train_max_size`` or, per
     kernel, <= ``size_fraction`` x its largest size, test on the rest; S3 leave kernel ``holdout``
     out; S4 leave GPU ``holdout`` out, moving ``calibration_runs`` random rows of it into training;
-    S5 train on a random ``budget_fraction`` of rows, test on the rest.
+    S5 train on a random ``budget_fraction`` of rows, test on the rest; S6 leave GPU ``holdout``
+    out with no runs of it in training (S4 without calibration runs).
     """
     n = len(sweep)
     rng = np.random.default_rng(seed)
@@ -34,7 +44,7 @@ def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2
         else:
             kmax = pd.Series(size).groupby(sweep["kernel"].to_numpy()).transform("max").to_numpy()
             test = size > kmax * size_fraction
-    elif split in ("S3", "S4"):
+    elif split in ("S3", "S4", "S6"):
         col = "kernel" if split == "S3" else "gpu"
         if holdout is None or holdout not in set(sweep[col]):
             have = ", ".join(sorted(set(sweep[col])))

@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hybridperf.arrays import FloatArray
 from hybridperf.learn.calibration import GroupTable, apply_offsets, fit_offsets
-from hybridperf.learn.folds import HOLDOUT_ROWS, forward_splits, oof_splits
+from hybridperf.learn.folds import HOLDOUT_ROWS, Split, forward_shift, forward_splits, held_out_parts, oof_splits
 from hybridperf.learn.intervals import (
     conformal_half_width,
     conformity_scores,
@@ -188,21 +188,55 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         self.oof_abs_log_errors_ = None
         self.extrap_abs_log_errors_ = None
         self.extrapolation_mask_ = self._column_mask(self.extrapolation_columns)
+        self.heldout_: dict[str, np.ndarray] = {}
         want_stack = self.shrink_residual and self.regressor_ is not None
         if self.coverage is None and not want_stack:
             return self
         # Stacking weight: from forward fits when groups order the rows (sizes), else from random folds.
-        fwd = self._forward_parts(X, target, w, groups) if groups is not None else (None, None)
-        rnd = self._oof_parts(X, target, w, None if fwd[0] is not None else groups)
+        fwd_splits = forward_splits(groups) if groups is not None and self.mode != "analytical" else None
+        fwd = self._held_out_parts(fwd_splits, X, target, w) if fwd_splits else (None, None)
+        rnd_splits = oof_splits(len(target), self.n_splits, None if fwd[0] is not None else groups,
+                                self.random_state)
+        rnd = self._oof_parts(X, target, w, rnd_splits)
         stack_off, stack_reg = fwd if fwd[0] is not None else rnd
         if stack_off is not None and want_stack:
             self._fit_stack_weights(X, target, stack_off, stack_reg)
         if self.coverage is not None:
-            weights = self._weights(X)
-            for attr, (off, reg) in (("oof_abs_log_errors_", rnd), ("extrap_abs_log_errors_", fwd)):
-                if off is not None:
-                    setattr(self, attr, conformity_scores(target - off - weights * reg))
+            self._keep_heldout(X, np.log(y), base, rnd, rnd_splits, fwd, fwd_splits)
         return self
+
+    def _keep_heldout(self, X: np.ndarray, logy: np.ndarray, base: np.ndarray, rnd: tuple, rnd_splits: list | None,
+                      fwd: tuple, fwd_splits: list | None) -> None:
+        """Conformity scores and the held-out log predictions the product's intervals calibrate on.
+
+        ``heldout_`` (training-time only, not saved): ``random`` and ``forward`` held-out log
+        predictions (NaN where a row was not held out), ``fold`` (the random fold of each row) and
+        ``shift`` (how far each forward-held-out row lies beyond its fit's training range, in the
+        extrapolation columns' units, i.e. log2 of the size factor for log2 sizes).
+        """
+        weights = self._weights(X)
+        for name, attr, (off, reg) in (("random", "oof_abs_log_errors_", rnd),
+                                       ("forward", "extrap_abs_log_errors_", fwd)):
+            if off is not None:
+                pred = base + off + weights * reg
+                self.heldout_[name] = pred
+                setattr(self, attr, conformity_scores(logy - pred))
+        if rnd_splits is not None:
+            self.heldout_["fold"] = np.full(len(logy), -1)
+            for k, (_, te) in enumerate(rnd_splits):
+                self.heldout_["fold"][te] = k
+        if fwd_splits and self.extrapolation_mask_.any():
+            self.heldout_["shift"] = forward_shift(X, self.extrapolation_mask_, fwd_splits)
+
+    def held_out_log_predict(self, X: npt.ArrayLike, y: npt.ArrayLike,
+                             splits: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """Log predictions of each split's test rows by this estimator's settings refitted on the
+        split's training rows (NaN for rows in no test part): held-out predictions for calibration."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
+        base = self._base(X)
+        off, reg = self._held_out_parts(splits, X, np.log(np.asarray(y, dtype=np.float64)) - base, None)
+        return base + off + self._weights(X) * reg
 
     def _check_fit_inputs(self, X: npt.ArrayLike, y: npt.ArrayLike,
                           sample_weight: npt.ArrayLike | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -236,34 +270,17 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
                 if m.sum() >= 3:
                     self.residual_weights_[float(v)] = _stack_weight(r[m], reg[m], self.residual_weight_)
 
-    def _forward_parts(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None,
-                       groups: npt.ArrayLike) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Each ordered group (size band) predicted by a fit on the smaller ones: (offset, regressor)
-        parts, NaN for the first band; (None, None) with fewer than three bands."""
-        splits = forward_splits(groups)
-        if splits is None or self.mode == "analytical":
-            return None, None
-        return self._held_out_parts(splits, X, target, w)
-
     def _oof_parts(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None,
-                   groups: npt.ArrayLike | None) -> tuple[np.ndarray | None, np.ndarray]:
+                   splits: list | None) -> tuple[np.ndarray | None, np.ndarray]:
         """Out-of-fold (offset, regressor) parts of the log prediction; (None, _) if folds can't be made."""
         zeros = np.zeros(len(target))
         if self.mode == "analytical":
             return zeros, zeros
-        splits = oof_splits(len(target), self.n_splits, groups, self.random_state)
         return (None, zeros) if splits is None else self._held_out_parts(splits, X, target, w)
 
-    def _held_out_parts(self, splits: list[tuple[np.ndarray, np.ndarray]], X: np.ndarray, target: np.ndarray,
+    def _held_out_parts(self, splits: list[Split], X: np.ndarray, target: np.ndarray,
                         w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """(offset, regressor) parts of each split's test rows from a fit on its training rows; NaN elsewhere."""
-        off = np.full(len(target), np.nan)
-        reg_part = np.full(len(target), np.nan)
-        for tr, te in splits:
-            levels, glob, reg = self._fit_core(X[tr], target[tr], None if w is None else w[tr])
-            off[te] = self._offsets(X[te], levels, glob)
-            reg_part[te] = reg.predict(X[te]) if reg is not None else 0.0
-        return off, reg_part
+        return held_out_parts(splits, X, target, w, self._fit_core, self._offsets)
 
     def _fit_core(self, X: np.ndarray, target: np.ndarray,
                   w: np.ndarray | None) -> tuple[list[GroupTable], float, Any]:
@@ -334,71 +351,14 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
 
     def to_dict(self) -> dict[str, Any]:
         """Every parameter and the fitted state as JSON values; the booster in xgboost's native JSON."""
-        from hybridperf.learn.persist import booster_to_json, encode_array, regressor_params
+        from hybridperf.learn.estimator_state import estimator_to_dict
 
         check_is_fitted(self)
-        params = self.get_params(deep=False)
-        params["regressor"] = regressor_params(params["regressor"])
-        for key in ("group_columns", "extrapolation_columns"):
-            if params[key] is not None and not isinstance(params[key], str):
-                params[key] = list(params[key])
-        optional = {k: None if getattr(self, k) is None else encode_array(getattr(self, k))
-                    for k in ("oof_abs_log_errors_", "extrap_abs_log_errors_")}
-        return {
-            "params": params,
-            "n_features_in_": int(self.n_features_in_),
-            "feature_names_in_": [str(c) for c in getattr(self, "feature_names_in_", [])],
-            "offset_": float(self.offset_),
-            "group_offsets_": [[[k, v[0], v[1]] for k, v in sorted(t.items())] for t in self.group_offsets_],
-            "residual_weight_": float(self.residual_weight_),
-            "residual_weights_": [[k, v] for k, v in sorted(self.residual_weights_.items())],
-            **optional,
-            "feature_min_": encode_array(self.feature_min_),
-            "feature_max_": encode_array(self.feature_max_),
-            "extrapolation_mask_": [bool(v) for v in self.extrapolation_mask_],
-            "booster": booster_to_json(self.regressor_),
-        }
+        return estimator_to_dict(self)
 
     @classmethod
     def from_dict(cls, doc: Any) -> HybridRegressor:
         """The fitted estimator :meth:`to_dict` described (a ModelFileError if the state is malformed)."""
-        from hybridperf.learn.persist import (
-            ModelFileError,
-            booster_from_json,
-            decode_array,
-            regressor_from_params,
-        )
+        from hybridperf.learn.estimator_state import estimator_from_dict
 
-        if not isinstance(doc, dict) or not isinstance(doc.get("params"), dict):
-            raise ModelFileError("model file estimator state is missing; retrain the model")
-        params = dict(doc["params"])
-        unknown = set(params) - set(cls().get_params(deep=False))
-        if unknown:
-            raise ModelFileError(f"model file estimator has unknown parameter {sorted(unknown)[0]!r}; retrain it")
-        params["regressor"] = regressor_from_params(params.get("regressor"))
-        est = cls(**params)
-        if est.mode not in MODES:
-            raise ModelFileError(f"model file estimator has unknown mode {est.mode!r}; retrain it")
-        try:
-            n = int(doc["n_features_in_"])
-            names = doc["feature_names_in_"]
-            if names:
-                est.feature_names_in_ = np.asarray([str(c) for c in names], dtype=object)
-            est.n_features_in_ = n
-            est.offset_ = float(doc["offset_"])
-            est.group_offsets_ = [{float(k): (float(a), float(b)) for k, a, b in t} for t in doc["group_offsets_"]]
-            est.residual_weight_ = float(doc["residual_weight_"])
-            est.residual_weights_ = {float(k): float(v) for k, v in doc["residual_weights_"]}
-            for key in ("oof_abs_log_errors_", "extrap_abs_log_errors_"):
-                setattr(est, key, None if doc[key] is None else decode_array(doc[key], key))
-            est.feature_min_ = decode_array(doc["feature_min_"], "feature_min_")
-            est.feature_max_ = decode_array(doc["feature_max_"], "feature_max_")
-            est.extrapolation_mask_ = np.array([bool(v) for v in doc["extrapolation_mask_"]], dtype=bool)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ModelFileError(f"model file estimator state is malformed ({type(exc).__name__}: {exc}); "
-                                 "retrain the model") from None
-        if names and len(names) != n or not (len(est.feature_min_) == len(est.feature_max_)
-                                             == len(est.extrapolation_mask_) == n):
-            raise ModelFileError(f"model file per-feature arrays do not match its {n} features; retrain the model")
-        est.regressor_ = booster_from_json(doc.get("booster"), n) if est.mode in ("hybrid", "boosting") else None
-        return est
+        return estimator_from_dict(cls, doc)

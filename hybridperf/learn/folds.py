@@ -1,11 +1,14 @@
 """Held-out splits for out-of-fold fits: random or grouped folds, and forward splits over ordered groups."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 from sklearn.model_selection import GroupKFold, KFold
 
-__all__ = ["HOLDOUT_ROWS", "Split", "forward_splits", "oof_splits"]
+__all__ = ["HOLDOUT_ROWS", "Split", "forward_shift", "forward_splits", "held_out_parts", "oof_splits"]
 
 HOLDOUT_ROWS = 20_000  # above this, without groups, one 20% holdout replaces the k folds
 Split = tuple[np.ndarray, np.ndarray]
@@ -35,3 +38,28 @@ def oof_splits(n: int, n_splits: int, groups: npt.ArrayLike | None, random_state
         k = min(k, len(np.unique(g)))
         return list(GroupKFold(n_splits=k).split(index, None, g)) if k >= 2 else None
     return list(KFold(n_splits=k, shuffle=True, random_state=random_state).split(index)) if k >= 2 else None
+
+
+def held_out_parts(splits: list[Split], X: np.ndarray, target: np.ndarray, w: np.ndarray | None,
+                   fit_core: Callable[..., tuple[Any, float, Any]],
+                   offsets: Callable[..., np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(offset, regressor) parts of each split's test rows from ``fit_core`` on its training rows
+    (NaN for rows in no test part): a hybrid estimator's held-out log prediction, in two parts."""
+    off = np.full(len(target), np.nan)
+    reg_part = np.full(len(target), np.nan)
+    for tr, te in splits:
+        levels, glob, reg = fit_core(X[tr], target[tr], None if w is None else w[tr])
+        off[te] = offsets(X[te], levels, glob)
+        reg_part[te] = reg.predict(X[te]) if reg is not None else 0.0
+    return off, reg_part
+
+
+def forward_shift(X: np.ndarray, mask: np.ndarray, splits: list[Split]) -> np.ndarray:
+    """How far each split's test rows lie beyond the training rows' maximum in the ``mask`` columns
+    (largest over the columns; NaN for rows in no test part)."""
+    cols = np.flatnonzero(mask)
+    shift = np.full(X.shape[0], np.nan)
+    for tr, te in splits:
+        top = np.nanmax(X[np.ix_(tr, cols)], axis=0)
+        shift[te] = np.nanmax(X[np.ix_(te, cols)] - top, axis=1)
+    return shift

@@ -1,4 +1,4 @@
-"""Splits S1-S5 and the metrics shared by experiments and the CLI."""
+"""Splits S1-S6 and the metrics shared by experiments and the CLI."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,7 +19,7 @@ def _sweep(n: int = 200) -> pd.DataFrame:
 def test_splits_partition_rows() -> None:
     df = _sweep()
     for split, opts in [("S1", {}), ("S2", {}), ("S3", {"holdout": "a"}), ("S4", {"holdout": "g2"}),
-                        ("S5", {"budget_fraction": 0.1})]:
+                        ("S5", {"budget_fraction": 0.1}), ("S6", {"holdout": "g1"})]:
         tr, te = split_indices(df, split, **opts)
         assert len(set(tr) & set(te)) == 0 and len(tr) + len(te) == len(df), split
 
@@ -37,6 +37,13 @@ def test_s4_moves_calibration_runs_of_the_new_gpu_into_training() -> None:
     tr, te = split_indices(df, "S4", holdout="g3", calibration_runs=5)
     assert (df.gpu.iloc[te] == "g3").all()
     assert (df.gpu.iloc[tr] == "g3").sum() == 5
+
+
+def test_s6_keeps_every_run_of_the_new_gpu_out_of_training() -> None:
+    df = _sweep()
+    tr, te = split_indices(df, "S6", holdout="g3", calibration_runs=5)  # S6 ignores calibration runs
+    assert (df.gpu.iloc[te] == "g3").all() and (df.gpu.iloc[tr] != "g3").all()
+    assert len(te) == (df.gpu == "g3").sum()
 
 
 def test_bad_split_options() -> None:

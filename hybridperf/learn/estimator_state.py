@@ -1,0 +1,84 @@
+"""A HybridRegressor's parameters and fitted state as JSON, and back (the model file's estimator part)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hybridperf.learn.modes import MODES
+from hybridperf.learn.persist import (
+    ModelFileError,
+    booster_from_json,
+    booster_to_json,
+    decode_array,
+    encode_array,
+    regressor_from_params,
+    regressor_params,
+)
+
+if TYPE_CHECKING:
+    from hybridperf.learn.estimator import HybridRegressor
+
+__all__ = ["estimator_from_dict", "estimator_to_dict"]
+
+
+def estimator_to_dict(est: HybridRegressor) -> dict[str, Any]:
+    """Every parameter and the fitted state of ``est`` as JSON values (the booster as xgboost's JSON)."""
+    params = est.get_params(deep=False)
+    params["regressor"] = regressor_params(params["regressor"])
+    for key in ("group_columns", "extrapolation_columns"):
+        if params[key] is not None and not isinstance(params[key], str):
+            params[key] = list(params[key])
+    optional = {k: None if getattr(est, k) is None else encode_array(getattr(est, k))
+                for k in ("oof_abs_log_errors_", "extrap_abs_log_errors_")}
+    return {
+        "params": params,
+        "n_features_in_": int(est.n_features_in_),
+        "feature_names_in_": [str(c) for c in getattr(est, "feature_names_in_", [])],
+        "offset_": float(est.offset_),
+        "group_offsets_": [[[k, v[0], v[1]] for k, v in sorted(t.items())] for t in est.group_offsets_],
+        "residual_weight_": float(est.residual_weight_),
+        "residual_weights_": [[k, v] for k, v in sorted(est.residual_weights_.items())],
+        **optional,
+        "feature_min_": encode_array(est.feature_min_),
+        "feature_max_": encode_array(est.feature_max_),
+        "extrapolation_mask_": [bool(v) for v in est.extrapolation_mask_],
+        "booster": booster_to_json(est.regressor_),
+    }
+
+
+def estimator_from_dict(cls: type[HybridRegressor], doc: Any) -> HybridRegressor:
+    """The fitted estimator :func:`estimator_to_dict` described; a ModelFileError if malformed."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("params"), dict):
+        raise ModelFileError("model file estimator state is missing; retrain the model")
+    params = dict(doc["params"])
+    unknown = set(params) - set(cls().get_params(deep=False))
+    if unknown:
+        raise ModelFileError(f"model file estimator has unknown parameter {sorted(unknown)[0]!r}; retrain it")
+    params["regressor"] = regressor_from_params(params.get("regressor"))
+    est = cls(**params)
+    if est.mode not in MODES:
+        raise ModelFileError(f"model file estimator has unknown mode {est.mode!r}; retrain it")
+    try:
+        n = int(doc["n_features_in_"])
+        names = doc["feature_names_in_"]
+        if names:
+            est.feature_names_in_ = np.asarray([str(c) for c in names], dtype=object)
+        est.n_features_in_ = n
+        est.offset_ = float(doc["offset_"])
+        est.group_offsets_ = [{float(k): (float(a), float(b)) for k, a, b in t} for t in doc["group_offsets_"]]
+        est.residual_weight_ = float(doc["residual_weight_"])
+        est.residual_weights_ = {float(k): float(v) for k, v in doc["residual_weights_"]}
+        for key in ("oof_abs_log_errors_", "extrap_abs_log_errors_"):
+            setattr(est, key, None if doc[key] is None else decode_array(doc[key], key))
+        est.feature_min_ = decode_array(doc["feature_min_"], "feature_min_")
+        est.feature_max_ = decode_array(doc["feature_max_"], "feature_max_")
+        est.extrapolation_mask_ = np.array([bool(v) for v in doc["extrapolation_mask_"]], dtype=bool)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFileError(f"model file estimator state is malformed ({type(exc).__name__}: {exc}); "
+                             "retrain the model") from None
+    if names and len(names) != n or not (len(est.feature_min_) == len(est.feature_max_)
+                                         == len(est.extrapolation_mask_) == n):
+        raise ModelFileError(f"model file per-feature arrays do not match its {n} features; retrain the model")
+    est.regressor_ = booster_from_json(doc.get("booster"), n) if est.mode in ("hybrid", "boosting") else None
+    return est

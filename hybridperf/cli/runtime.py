@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -85,6 +86,12 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """Warnings as one ``hybridperf: warning: ...`` line each (no source line, no file position)."""
+    print(f"hybridperf: warning: {_one_line(str(message))}", file=sys.stderr)
+
+
 def _internal(exc: BaseException) -> str:
     msg = _one_line(str(exc))[:300]
     return (f"hybridperf: internal error: {type(exc).__name__}: {msg} "
@@ -100,7 +107,9 @@ def run_command(args: argparse.Namespace) -> int:
     """
     debug = bool(getattr(args, "debug", False))
     try:
-        with handle_signals():
+        with handle_signals(), warnings.catch_warnings():
+            if not debug:
+                warnings.showwarning = _show_warning
             try:
                 inputs, outputs = _paths(args)
                 with write_policy(inputs, force=bool(getattr(args, "force", False))):

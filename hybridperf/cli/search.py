@@ -32,7 +32,7 @@ def _dask_client(address: str) -> Any:
     except ImportError:
         raise UsageError("--dask needs the dask extra: pip install 'hybridperf[dask]'") from None
     try:
-        return Client(address, timeout="8s")
+        return Client(address, timeout="5s")
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
         raise UsageError(f"--dask {address}: cannot reach a Dask scheduler ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:100]}); check the address, e.g. tcp://host:8786") from None

@@ -112,7 +112,7 @@ def read_input(path: str | Path, *, error: type[HybridperfError] = InputError, w
     limit when ``decompress``; see :func:`check_input_file`."""
     path = Path(path)
     limit = max_input_bytes() if max_bytes is None else max_bytes
-    check_input_file(path, error=error, what=what, max_bytes=limit)
+    check_input_file(path, error=error, what=what, max_bytes=max_bytes)
     try:
         with path.open("rb") as fh:
             raw = read_limited(fh, limit, str(path), _hint(max_bytes))

@@ -159,7 +159,7 @@ def kernel_cases() -> list[Case]:
 
 IMPORTS: dict[str, list[tuple[str, list[str]]]] = {
     "kernel-tuner": [(f, []) for f in ("kt_trunc.json", "kt_list.json", "kt_deep.json", "kt_containers.json",
-                                       "kt_nan.json", "kt_neg.json", "kt_big.json", "kt_bigint.json", "kt_nokeys.json",
+                                       "kt_bigint.json", "kt_nokeys.json",
                                        "kt_bomb.json.gz", "kt_trunc.json.gz", "empty.json", "binary.csv")]
     + [("kt_ok.json", ["--option", "gpu=nope-gpu"]), ("kt_ok.json", ["--option", "evil=1"])],
     "ktt": [(f, []) for f in ("ktt_trunc.json", "ktt_list.json", "ktt_deep.json", "ktt_bomb.json.gz", "empty.json")]
@@ -200,6 +200,12 @@ def import_cases() -> list[Case]:
                                                  "time=time_ms", "--option", "kernel=seed004-matvec", "--option",
                                                  "gpu=titan-v"], expect="ok", outputs=["out/csv_ok.parquet"],
                      check="imported_csv"))
+    for name, word in (("kt_nan", "nan"), ("kt_neg", "-3.5"), ("kt_big", "inf")):
+        # Kernel Tuner marks failures with sentinel times: the row is kept as failed, with the reason.
+        out.append(_case("import:kernel-tuner", f"failure sentinel {name}", ["import", f"{name}.json", "--format",
+                                                                            "kernel-tuner", "-o", f"out/{name}.csv"],
+                         expect="ok", outputs=[f"out/{name}.csv", f"out/{name}.csv.meta.json"], check="kt_failed_row",
+                         source=f"{name}.json", word=word))
     out.append(_case("import:kernel-tuner", "valid cache", ["import", "kt_ok.json", "--format", "kernel-tuner", "-o",
                                                             "out/kt_ok.csv"], expect="ok",
                      outputs=["out/kt_ok.csv", "out/kt_ok.csv.meta.json"], check="imported_kt"))

@@ -87,6 +87,18 @@ def imported_kt(case: dict[str, Any], result: dict[str, Any], w: Path) -> None:
     assert set(df["kernel"]) == {"kt-pnpoly"}
 
 
+def kt_failed_row(case: dict[str, Any], result: dict[str, Any], w: Path) -> None:
+    from hybridperf.sweepfile import read_sweep
+
+    df = read_sweep(w / case["outputs"][0])
+    cache = json.loads((w / case["source"]).read_text(), parse_constant=float)["cache"]
+    assert len(df) == len(cache)
+    first = df[(df["config.block_size_x"] == 32) & (df["config.tile_size"] == 1) & (df["config.between_method"] == 0)
+               & (df["config.use_method"] == 0)]
+    assert len(first) == 1 and first["status"].iloc[0] == "failed" and case["word"] in first["reason"].iloc[0]
+    assert first["time_ms"].isna().all()
+
+
 def forced_link(case: dict[str, Any], result: dict[str, Any], w: Path) -> None:
     link = w / "link.json"
     assert link.is_file() and not link.is_symlink()
@@ -97,4 +109,4 @@ def forced_link(case: dict[str, Any], result: dict[str, Any], w: Path) -> None:
 
 CHECKS: dict[str, Check] = {f.__name__: f for f in (analyze_values, analyze_param, same_as_shipped, predict_rows,
                                                      predict_signed, predict_coverage, imported_csv, imported_kt,
-                                                     forced_link)}
+                                                     kt_failed_row, forced_link)}

@@ -9,7 +9,12 @@ from pathlib import Path
 from hybridperf.advise.gpa.errors import GPAInputError, GPAInputWarning
 from hybridperf.advise.gpa.reasons import REASONS, nsight_reason_class
 from hybridperf.advise.gpa.samples import InstructionSamples, SampleTable
-from hybridperf.advise.gpa.tableinput import check_branch_targets, parse_count, parse_sass_at, read_text
+from hybridperf.advise.gpa.tableinput import (
+    check_branch_targets,
+    parse_count,
+    parse_sass_at,
+    read_text,
+)
 
 __all__ = ["read_ncu_source_csv"]
 

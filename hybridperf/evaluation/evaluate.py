@@ -16,10 +16,10 @@ from hybridperf.evaluation.splits import split_indices
 from hybridperf.learn.baseline import baseline_column
 from hybridperf.learn.estimator import default_booster
 from hybridperf.learn.features import analytical_features
-from hybridperf.learn.model import make_model, size_bands
+from hybridperf.learn.model import TrainedModel, fit_model, make_model, predict_rows, size_bands
 from hybridperf.sweep import param_columns, training_rows
 
-__all__ = ["Evaluation", "ape_metrics", "evaluate", "topk_scores"]
+__all__ = ["Evaluation", "ape_metrics", "evaluate", "interval_metrics", "topk_scores"]
 
 def ape_metrics(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
     """MAPE, median and P90 absolute percentage error (in %), and Spearman rho."""
@@ -61,6 +61,62 @@ def _group_keys(sweep: pd.DataFrame, cols: Sequence[str]) -> np.ndarray:
     return sweep[list(cols)].astype(str).agg("|".join, axis=1).to_numpy()
 
 
+def interval_metrics(lo: np.ndarray, hi: np.ndarray, meas: np.ndarray, coverage: float) -> dict[str, float]:
+    """Coverage (%), median hi/lo ratio and the mean interval (Winkler) score of a nominal ``coverage``
+    interval, in log space: log(hi/lo) plus 2/alpha times how far the measurement falls outside
+    (Winkler, JASA 1972; Gneiting and Raftery, JASA 2007): lower is better."""
+    lo, hi, meas = (np.asarray(v, dtype=np.float64) for v in (lo, hi, meas))
+    ok = np.isfinite(lo) & np.isfinite(hi) & (lo > 0) & np.isfinite(meas)
+    if not ok.any():
+        return {"cover": float("nan"), "hilo": float("nan"), "winkler": float("nan")}
+    lg, hg, yg = np.log(lo[ok]), np.log(hi[ok]), np.log(meas[ok])
+    alpha = 1.0 - coverage
+    score = (hg - lg) + 2 / alpha * (np.maximum(lg - yg, 0.0) + np.maximum(yg - hg, 0.0))
+    inside = (meas >= lo) & (meas <= hi)
+    return {"cover": float(np.mean(inside[np.isfinite(meas)]) * 100), "hilo": float(np.median(hi[ok] / lo[ok])),
+            "winkler": float(np.mean(score))}
+
+
+def _interval_columns(intervals: Mapping[float, tuple[np.ndarray, np.ndarray]], meas: np.ndarray,
+                      prefix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
+    for cov, (lo, hi) in intervals.items():
+        m = interval_metrics(lo, hi, meas, cov)
+        pct = round(cov * 100)
+        out[f"{prefix}cover{pct}"] = m["cover"]
+        if cov == 0.9:
+            out[f"{prefix}hilo90"], out[f"{prefix}winkler90"] = m["hilo"], m["winkler"]
+    return out
+
+
+def _fit_method(method: str, rows: pd.DataFrame, y: np.ndarray, feats: pd.DataFrame, tr: np.ndarray,
+                te: np.ndarray, bands: np.ndarray | None, seed: int,
+                booster_params: Mapping[str, Any] | None) -> tuple[str, np.ndarray, dict[str, float]]:
+    """(label, test predictions, interval columns) of one learned method fitted on the training rows."""
+    pipe = _method_model(method, seed, booster_params)
+    if method == "hybrid":  # the product's model, with its adaptive intervals
+        model = fit_model(pipe, rows.iloc[tr], y[tr], features=feats.iloc[tr], groups=bands, random_state=seed)
+    else:
+        model = TrainedModel(pipeline=pipe.fit(rows.iloc[tr], y[tr], features__features=feats.iloc[tr],
+                                               hybrid__groups=bands))
+    X = model.features.transform(rows.iloc[te], features=feats.iloc[te])
+    est = model.estimator
+    pred = est.predict(X)
+    if method.startswith("calibrated:"):
+        return method, pred, {}
+    plain = {cov: est.predict_interval(X, cov) for cov in (0.8, 0.9)}
+    if method != "hybrid":
+        return method, pred, _interval_columns(plain, y[te])
+    out = {cov: predict_rows(model, rows.iloc[te], cov, features=feats.iloc[te])[["lo_ms", "hi_ms"]]
+           for cov in (0.8, 0.9)}
+    cols = _interval_columns({cov: (o["lo_ms"].to_numpy(), o["hi_ms"].to_numpy()) for cov, o in out.items()}, y[te])
+    cols.update(_interval_columns({0.9: plain[0.9]}, y[te], prefix="plain_"))
+    ft = model.features
+    label = "hybrid (" + (",".join(sorted(set(ft.baselines_.values()))) if len(ft.baselines_) <= 8
+                          else f"per kernel, else {ft.baseline_}") + ")"
+    return label, pred, cols
+
+
 def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, Any] | None = None,
              methods: Sequence[str] | None = None, seed: int = 0, **split_options: Any) -> Evaluation:
     """Every baseline and the hybrid on one split, side by side, from one feature computation.
@@ -70,7 +126,10 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
     ``boosting`` (xgboost on parameters only, no analytical features, log target), ``boosting+features``
     (xgboost on all features, no baseline), ``hybrid`` (baseline x exp(residual), baseline chosen on
     the training rows). Ranking columns (top-1/top-5 over each (kernel, gpu, sizes) group) and
-    interval coverage (80/90%) are filled where meaningful.
+    interval columns are filled where meaningful: coverage of the nominal 80/90% intervals, the
+    median hi/lo ratio and the Winkler score of the 90% interval (:func:`interval_metrics`); for the
+    hybrid those of its adaptive intervals, and ``plain_*`` those of a constant-width split-conformal
+    interval for comparison.
     """
     rows = training_rows(sweep).reset_index(drop=True)
     feats = analytical_features(rows)
@@ -78,8 +137,7 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
     tr, te = split_indices(rows, split, seed=seed, **split_options)
     feasible = feats["feasible"].to_numpy() > 0
     tr, te = tr[feasible[tr]], te[feasible[te]]
-    size_cols = param_columns(rows, "size.")
-    groups = _group_keys(rows.iloc[te], ["kernel", "gpu", *size_cols])
+    groups = _group_keys(rows.iloc[te], ["kernel", "gpu", *param_columns(rows, "size.")])
     methods = list(methods or [*(f"analytical:{m}" for m in TIME_MODELS), *(f"calibrated:{m}" for m in TIME_MODELS),
                                "boosting", "boosting+features", "hybrid"])
     bands = size_bands(rows.iloc[tr])
@@ -87,32 +145,16 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
     preds["measured_ms"] = y[te]
     for method in methods:
         t0 = time.perf_counter()
-        lo = hi = None
         kind, _, model = method.partition(":")
+        cols: dict[str, float] = {}
         if kind == "analytical":
             pred = np.exp(feats[baseline_column(model)].to_numpy()[te])
             if model == "scaled-counts":  # seed 004's Eq. 4 is meaningless without its adjusting weight
                 pred = pred * np.nan
         else:
-            pipe = _method_model(method, seed, booster_params)
-            pipe.fit(rows.iloc[tr], y[tr], features__features=feats.iloc[tr], hybrid__groups=bands)
-            X = pipe.named_steps["features"].transform(rows.iloc[te], features=feats.iloc[te])
-            est = pipe.named_steps["hybrid"]
-            pred = est.predict(X)
-            if kind != "calibrated":
-                lo90, hi90 = est.predict_interval(X, 0.9)
-                lo80, hi80 = est.predict_interval(X, 0.8)
-                lo, hi = (lo80, lo90), (hi80, hi90)
-            if method == "hybrid":
-                ft = pipe.named_steps["features"]
-                method = "hybrid (" + (",".join(sorted(set(ft.baselines_.values()))) if len(ft.baselines_) <= 8
-                                       else f"per kernel, else {ft.baseline_}") + ")"
-        rec: dict[str, Any] = {"method": method, **ape_metrics(pred, y[te]), **topk_scores(groups, pred, y[te]),
-                               "seconds": time.perf_counter() - t0}
-        if lo is not None:
-            rec["cover80"] = float(np.mean((y[te] >= lo[0]) & (y[te] <= hi[0])) * 100)
-            rec["cover90"] = float(np.mean((y[te] >= lo[1]) & (y[te] <= hi[1])) * 100)
-        records.append(rec)
+            method, pred, cols = _fit_method(method, rows, y, feats, tr, te, bands, seed, booster_params)
+        records.append({"method": method, **ape_metrics(pred, y[te]), **topk_scores(groups, pred, y[te]), **cols,
+                        "seconds": time.perf_counter() - t0})
         preds[method] = pred
     return Evaluation(split=split, table=pd.DataFrame(records), predictions=preds, n_train=len(tr), n_test=len(te))
 

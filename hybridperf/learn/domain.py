@@ -1,4 +1,4 @@
-"""The training domain of a model (kernels, GPUs, size ranges, config values) and why a row lies outside it."""
+"""The training domain of a model (kernels, GPUs, sizes, config values, regimes) and why rows lie outside it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -7,65 +7,139 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hybridperf.sweep import param_name
+from hybridperf.sweep import param_columns, param_name
 
-__all__ = ["outside_reasons", "training_domain"]
+__all__ = ["DEFAULTED_COLUMN", "REASON_COLUMNS", "out_of_domain", "reason_text", "training_domain"]
 
 _CLOSED_SET_MAX = 256  # a config parameter with more distinct training values is stored as a range
+# Importers name the config parameters they could not read from the source (and so left to the
+# descriptor's defaults) in this column, comma-separated.
+DEFAULTED_COLUMN = "info.defaulted"
+# The out-of-domain reasons, one column each (see out_of_domain).
+REASON_COLUMNS = ("ood_kernel", "ood_gpu", "ood_size_factor", "ood_config", "ood_defaulted", "ood_regime")
 
 
-def training_domain(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """Per kernel: the GPUs trained on, each size's [min, max], and the config values seen.
+def training_domain(rows: pd.DataFrame, regimes: np.ndarray | None = None) -> dict[str, dict[str, Any]]:
+    """Per kernel: the GPUs trained on, each size's [min, max], the config values seen and the
+    analytical regimes seen (MWP-CWP regime codes, when ``regimes`` gives one per row).
 
-    Config values are a closed set (sorted list) up to 256 distinct values, else a [min, max] range.
+    Config values are ``{"values": [...]}`` up to 256 distinct values, else ``{"range": [min, max]}``.
     """
     out: dict[str, dict[str, Any]] = {}
+    codes = None if regimes is None else pd.Series(np.asarray(regimes, dtype=np.float64), index=rows.index)
     for kernel, g in rows.groupby("kernel"):
-        d: dict[str, Any] = {"gpus": sorted(map(str, g["gpu"].unique()))}
-        for col in g.columns:
-            if col.startswith("size."):
-                v = pd.to_numeric(g[col], errors="coerce").dropna()
-                if len(v):
-                    d[col] = [float(v.min()), float(v.max())]
-            elif col.startswith("config."):
-                v = pd.to_numeric(g[col], errors="coerce").dropna().unique()
-                if len(v):
-                    d[col] = (sorted(float(x) for x in v) if len(v) <= _CLOSED_SET_MAX
-                              else [float(v.min()), float(v.max())])
+        d: dict[str, Any] = {"gpus": sorted(map(str, g["gpu"].unique())), "sizes": {}, "configs": {}}
+        for col in param_columns(g, "size."):
+            v = pd.to_numeric(g[col], errors="coerce").dropna()
+            if len(v):
+                d["sizes"][col] = [float(v.min()), float(v.max())]
+        for col in param_columns(g, "config."):
+            v = pd.to_numeric(g[col], errors="coerce").dropna().unique()
+            if len(v):
+                d["configs"][col] = ({"values": sorted(float(x) for x in v)} if len(v) <= _CLOSED_SET_MAX
+                                     else {"range": [float(v.min()), float(v.max())]})
+        if codes is not None:
+            d["regimes"] = sorted(float(r) for r in codes.loc[g.index].dropna().unique())
         out[str(kernel)] = d
     return out
 
 
-def outside_reasons(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Why each row lies outside ``domain`` ('' when inside): an untrained kernel or GPU, a size
-    beyond its trained range, a config value never trained (at most three reasons per row)."""
-    why: list[list[str]] = [[] for _ in range(len(rows))]
-    kernels = rows["kernel"].astype(str).to_numpy()
-    gpus = rows["gpu"].astype(str).to_numpy()
+def _size_factor(rows: pd.DataFrame, idx: np.ndarray, sizes: Mapping[str, list[float]]) -> np.ndarray:
+    """How far beyond the trained sizes each row lies: max over sizes of value / max or min / value (>= 1)."""
+    factor = np.ones(len(idx))
+    for col, (lo, hi) in sizes.items():
+        if col in rows.columns:
+            v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                f = np.fmax(v / hi, lo / v)
+            factor = np.fmax(factor, np.where(np.isfinite(f) & (v > 0), f, 1.0))
+    return factor
+
+
+def _config_reasons(rows: pd.DataFrame, idx: np.ndarray, configs: Mapping[str, Mapping[str, list[float]]],
+                    unseen: list[list[str]], defaulted: list[list[str]]) -> None:
+    """Append to ``unseen`` the NAME=VALUE config values never trained, and to ``defaulted`` the
+    config parameters a row does not give (missing column or empty cell)."""
+    for col, seen in configs.items():
+        name = param_name(col)
+        if col not in rows.columns:
+            for k in range(len(idx)):
+                defaulted[k].append(name)
+            continue
+        v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
+        if "values" in seen:
+            bad = ~np.isin(v, seen["values"])
+        else:
+            bad = (v < seen["range"][0]) | (v > seen["range"][1])
+        for k in np.flatnonzero(bad & np.isfinite(v)):
+            unseen[k].append(f"{name}={v[k]:g}")
+        for k in np.flatnonzero(~np.isfinite(v)):
+            defaulted[k].append(name)
+
+
+def _marked_defaults(rows: pd.DataFrame, idx: np.ndarray, defaulted: list[list[str]]) -> None:
+    if DEFAULTED_COLUMN not in rows.columns:
+        return
+    for k, cell in enumerate(rows[DEFAULTED_COLUMN].iloc[idx]):
+        if isinstance(cell, str) and cell.strip():
+            defaulted[k] += [n.strip() for n in cell.split(",") if n.strip() and n.strip() not in defaulted[k]]
+
+
+def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
+                  regimes: np.ndarray | None = None) -> pd.DataFrame:
+    """Why each row lies outside the training ``domain``: one column per reason (:data:`REASON_COLUMNS`).
+
+    ``ood_kernel`` / ``ood_gpu``: never trained (the GPU for this kernel); ``ood_size_factor``: how
+    far beyond the trained sizes (1 inside, 2 = twice the largest or half the smallest);
+    ``ood_config``: config values never trained (``NAME=VALUE`` list); ``ood_defaulted``: config
+    parameters the row does not give, left to the descriptor's defaults (missing, empty, or named in
+    :data:`DEFAULTED_COLUMN` by an importer); ``ood_regime``: an analytical (MWP-CWP) regime never
+    seen in training (needs ``regimes``, one code per row).
+    """
+    n = len(rows)
+    out = pd.DataFrame({"ood_kernel": np.zeros(n, bool), "ood_gpu": np.zeros(n, bool),
+                        "ood_size_factor": np.ones(n), "ood_regime": np.zeros(n, bool)}, index=rows.index)
+    unseen: list[list[str]] = [[] for _ in range(n)]
+    defaulted: list[list[str]] = [[] for _ in range(n)]
+    kernels, gpus = rows["kernel"].astype(str).to_numpy(), rows["gpu"].astype(str).to_numpy()
+    codes = None if regimes is None else np.asarray(regimes, dtype=np.float64)
     for kernel in np.unique(kernels):
         idx = np.flatnonzero(kernels == kernel)
         d = domain.get(kernel)
         if d is None:
-            for i in idx:
-                why[i].append(f"kernel {kernel} never trained")
+            out.iloc[idx, out.columns.get_loc("ood_kernel")] = True
             continue
-        for i in idx[~np.isin(gpus[idx], d["gpus"])]:
-            why[i].append(f"GPU {gpus[i]} never trained for this kernel")
-        for col, seen in d.items():
-            if col != "gpus" and col in rows.columns:
-                v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
-                for i, reason in _column_reasons(col, seen, v, idx):
-                    why[i].append(reason)
-    return ["; ".join(w[:3]) if w else "" for w in why]
+        out.iloc[idx, out.columns.get_loc("ood_gpu")] = ~np.isin(gpus[idx], d["gpus"])
+        out.iloc[idx, out.columns.get_loc("ood_size_factor")] = _size_factor(rows, idx, d.get("sizes", {}))
+        sub_unseen, sub_default = [[] for _ in idx], [[] for _ in idx]
+        _config_reasons(rows, idx, d.get("configs", {}), sub_unseen, sub_default)
+        _marked_defaults(rows, idx, sub_default)
+        for k, i in enumerate(idx):
+            unseen[i], defaulted[i] = sub_unseen[k], sub_default[k]
+        if codes is not None and "regimes" in d:
+            c = codes[idx]
+            out.iloc[idx, out.columns.get_loc("ood_regime")] = np.isfinite(c) & ~np.isin(c, d["regimes"])
+    out["ood_config"] = [",".join(u) for u in unseen]
+    out["ood_defaulted"] = [",".join(d) for d in defaulted]
+    return out[list(REASON_COLUMNS)]
 
 
-def _column_reasons(col: str, seen: list[float], v: np.ndarray, idx: np.ndarray) -> list[tuple[int, str]]:
-    """(row, reason) for the values ``v`` of rows ``idx`` outside one column's training domain."""
-    name = param_name(col)
-    if col.startswith("size."):
-        bad = (v < seen[0]) | (v > seen[1])
-        return [(i, f"{name} {x:g} outside trained {seen[0]:g}..{seen[1]:g}") for i, x in zip(idx[bad], v[bad])]
-    bad = ~np.isin(v, seen) & np.isfinite(v)
-    if len(seen) == 2:  # a long list was stored as a range
-        bad &= (v < seen[0]) | (v > seen[1])
-    return [(i, f"{name} {x:g} never trained") for i, x in zip(idx[bad], v[bad])]
+def reason_text(reasons: pd.DataFrame, kernels: pd.Series, gpus: pd.Series) -> list[str]:
+    """A short sentence per row naming its reasons ('' inside the domain)."""
+    out = []
+    for r, k, g in zip(reasons.itertuples(index=False), kernels.astype(str), gpus.astype(str)):
+        why = []
+        if r.ood_kernel:
+            why.append(f"kernel {k} never trained")
+        if r.ood_gpu:
+            why.append(f"GPU {g} never trained for this kernel")
+        if r.ood_size_factor > 1 + 1e-9:
+            why.append(f"size {r.ood_size_factor:.3g}x beyond the trained range")
+        if r.ood_config:
+            why.append(f"config {r.ood_config} never trained")
+        if r.ood_defaulted:
+            why.append(f"config {r.ood_defaulted} defaulted")
+        if r.ood_regime:
+            why.append("analytical regime never seen in training")
+        out.append("; ".join(why))
+    return out

@@ -197,7 +197,7 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
         self.baseline_ = fallback
         self.columns_ = cols + ([BASELINE_COLUMN] if fallback is not None else []) + (
             list(GROUP_COLUMNS) if self.group_ids else [])
-        self.domain_ = training_domain(rows)
+        self.domain_ = training_domain(rows, feats["regime"].to_numpy())
         self.n_features_out_ = len(self.columns_)
         return self
 

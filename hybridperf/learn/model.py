@@ -1,6 +1,7 @@
 """The hybrid model as a pipeline (sweep rows -> features -> HybridRegressor), training, prediction and files."""
 from __future__ import annotations
 
+import dataclasses
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,13 +18,15 @@ from hybridperf.errors import HybridperfError
 from hybridperf.hardware import load_gpu
 from hybridperf.kernel import load_kernel
 from hybridperf.learn.baseline import BASELINE_COLUMN, GROUP_COLUMNS, size_groups
-from hybridperf.learn.domain import outside_reasons
+from hybridperf.learn.domain import REASON_COLUMNS, out_of_domain, reason_text
 from hybridperf.learn.estimator import HybridRegressor, default_booster
 from hybridperf.learn.features import FEATURE_VERSION, SweepFeatures, analytical_features
+from hybridperf.learn.intervals import ConformalIntervals
+from hybridperf.learn.uncertainty import fit_intervals
 from hybridperf.sweep import param_columns, size_metric, training_rows
 
-__all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "load_model", "make_model", "predict_rows",
-           "rows_to_predict", "save_model", "size_bands", "train_model"]
+__all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "fit_model", "load_model", "make_model",
+           "predict_rows", "rows_to_predict", "save_model", "size_bands", "train_model"]
 
 # Feature columns beyond whose training range a row is an extrapolation in size (forward interval scores).
 EXTRAPOLATION_COLUMNS = r"^log2_size\."
@@ -64,10 +67,15 @@ def make_model(*, baseline: str = "auto", mode: str = "hybrid", coverage: float 
 
 @dataclass(frozen=True, slots=True)
 class TrainedModel:
-    """A fitted pipeline (features + HybridRegressor) and the metadata to audit it."""
+    """A fitted pipeline (features + HybridRegressor), its intervals, and the metadata to audit it.
+
+    ``intervals`` are the normalised Mondrian conformal intervals of :mod:`hybridperf.learn.uncertainty`
+    (None: the estimator's plain split-conformal interval is used).
+    """
 
     pipeline: Pipeline
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    intervals: ConformalIntervals | None = None
 
     @property
     def features(self) -> SweepFeatures:
@@ -104,7 +112,8 @@ class TrainedModel:
         from hybridperf.learn.schema import validate_body
 
         body = {"feature_version": FEATURE_VERSION, "features": self.features.to_dict(),
-                "estimator": self.estimator.to_dict(), "metadata": dict(self.metadata)}
+                "estimator": self.estimator.to_dict(), "metadata": dict(self.metadata),
+                "intervals": None if self.intervals is None else self.intervals.to_dict()}
         try:
             plain = json.loads(json.dumps({"format": FORMAT, **body}, allow_nan=False))
         except (TypeError, ValueError) as exc:
@@ -138,6 +147,8 @@ class TrainedModel:
         try:
             features = SweepFeatures.from_dict(body.get("features"))
             est = HybridRegressor.from_dict(body.get("estimator"))
+            intervals = None if body.get("intervals") is None else ConformalIntervals.from_dict(
+                body["intervals"], int(est.n_features_in_))
         except ModelFileError as exc:
             raise ModelFileError(f"{path}: {exc}") from None
         if list(getattr(est, "feature_names_in_", [])) != features.columns_:
@@ -145,7 +156,7 @@ class TrainedModel:
         meta = body.get("metadata", {})
         if not isinstance(meta, dict):
             raise ModelFileError(f"{path}: metadata must be an object")
-        return cls(pipeline=Pipeline([("features", features), ("hybrid", est)]), metadata=meta)
+        return cls(pipeline=Pipeline([("features", features), ("hybrid", est)]), metadata=meta, intervals=intervals)
 
 
 def save_model(model: TrainedModel, path: str | Path) -> Path:
@@ -203,10 +214,27 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     if params:
         reg.set_params(**params)
     pipe.set_params(hybrid__regressor=reg)
-    pipe.fit(rows, y, features__features=feats, hybrid__groups=groups)
-    fitted = TrainedModel(pipeline=pipe)
+    fitted = fit_model(pipe, rows, y, features=feats, groups=groups, random_state=random_state)
     log_err = np.log(fitted.estimator.predict(fitted.features.transform(rows, features=feats))) - np.log(y)
-    return TrainedModel(pipeline=pipe, metadata=_metadata(rows, len(sweep), reg, tuning, log_err, provenance))
+    return dataclasses.replace(fitted, metadata=_metadata(rows, len(sweep), reg, tuning, log_err, provenance))
+
+
+def fit_model(pipe: Pipeline, rows: pd.DataFrame, y: np.ndarray, *, features: pd.DataFrame | None = None,
+              groups: np.ndarray | None = None, random_state: int = 0) -> TrainedModel:
+    """Fit a :func:`make_model` pipeline on ok rows and times, and its intervals when it has a coverage.
+
+    ``features`` passes the rows' precomputed :func:`analytical_features`; ``groups`` the ordered
+    out-of-fold groups (default: none; :func:`train_model` passes :func:`size_bands`).
+    """
+    feats = analytical_features(rows) if features is None else features
+    pipe.fit(rows, y, features__features=feats, hybrid__groups=groups)
+    est = pipe.named_steps["hybrid"]
+    intervals = None
+    if est.coverage is not None:
+        X = pipe.named_steps["features"].transform(rows, features=feats)
+        intervals = fit_intervals(est, X, y, rows, feats["regime"].to_numpy(), random_state=random_state)
+    est.heldout_ = {}  # training-time only: not needed to predict, not saved
+    return TrainedModel(pipeline=pipe, intervals=intervals)
 
 
 def _metadata(rows: pd.DataFrame, n_sweep: int, reg: Any, tuning: Mapping[str, Any], log_err: np.ndarray,
@@ -247,15 +275,26 @@ def rows_to_predict(model: TrainedModel, *, rows: str | Path | None = None, kern
     return grid_rows(kernel, gpu, values or {})
 
 
-def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None) -> pd.DataFrame:
-    """Predict time, interval, regime, limiter and an out-of-domain flag for each row.
+def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None, *,
+                 features: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Predict time and interval, regime, limiter and the out-of-domain reasons of each row.
 
-    ``rows`` holds kernel, gpu, size.* and config.* columns (no time needed). Infeasible rows get
-    NaN times and ``feasible = False`` with the occupancy/constraint reason left to ``analyze``.
+    ``rows`` holds kernel, gpu, size.* and config.* columns (no time needed); ``features`` may pass
+    their precomputed :func:`analytical_features`. Infeasible rows get NaN times and ``feasible =
+    False`` with the occupancy/constraint reason left to ``analyze``. The reason columns are those
+    of :func:`hybridperf.learn.domain.out_of_domain`, with ``out_of_domain`` (any reason) and
+    ``ood_reason`` (a sentence); the interval widens with each reason (see ConformalIntervals).
     """
-    feats = analytical_features(rows)
+    feats = analytical_features(rows) if features is None else features
     X = model.features.transform(rows, features=feats)
-    pred, lo, hi = model.estimator.predict_with_interval(X, coverage)
+    est = model.estimator
+    pred, lo, hi = est.predict_with_interval(X, coverage)
+    reasons = out_of_domain(rows, model.features.domain_, feats["regime"].to_numpy())
+    cov = est.coverage if coverage is None else coverage
+    if model.intervals is not None and cov is not None:
+        half = model.intervals.half_width(X, reasons, rows["kernel"], cov)
+        with np.errstate(invalid="ignore"):
+            lo, hi = pred * np.exp(-half), pred * np.exp(half)
     out = pd.DataFrame(index=rows.index)
     out["time_ms"] = pred
     out["lo_ms"] = lo
@@ -263,7 +302,9 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     out["regime"] = [REGIMES.get(int(r), "") if np.isfinite(r) else "" for r in feats["regime"]]
     out["limiter"] = [_LIMITER_NAMES.get(v, "") for v in feats["limiter"]]
     out["feasible"] = feats["feasible"].to_numpy() > 0
-    reasons = outside_reasons(rows, model.features.domain_)
-    out["out_of_domain"] = [bool(r) for r in reasons]
-    out["ood_reason"] = reasons
+    text = reason_text(reasons, rows["kernel"], rows["gpu"])
+    out["out_of_domain"] = [bool(t) for t in text]
+    out["ood_reason"] = text
+    for col in REASON_COLUMNS:
+        out[col] = reasons[col].to_numpy()
     return out

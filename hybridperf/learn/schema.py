@@ -135,6 +135,13 @@ _ESTIMATOR = _obj({
     "booster": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
 })
 
+_INTERVALS = _obj({
+    "scores": {"type": "object", "maxProperties": 10_000, "additionalProperties": _numbers(0, 1e6, nullable=True)},
+    "min_bin": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+    "difficulty": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
+    "difficulty_columns": _array({"type": "integer", "minimum": 0, "maximum": MAX_FEATURES}, MAX_FEATURES),
+}, required=["scores"])
+
 _METADATA = _obj({
     "created": {"type": "string", "maxLength": 64},
     "feature_version": {"type": "integer", "minimum": 0, "maximum": 1000},
@@ -162,7 +169,9 @@ def body_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         **_obj({"format": {"const": FORMAT}, "feature_version": {"const": FEATURE_VERSION},
-                "features": _FEATURES, "estimator": _ESTIMATOR, "metadata": _METADATA}),
+                "features": _FEATURES, "estimator": _ESTIMATOR, "metadata": _METADATA,
+                "intervals": {"oneOf": [{"type": "null"}, _INTERVALS]}},
+               required=["format", "feature_version", "features", "estimator", "metadata"]),
     }
 
 

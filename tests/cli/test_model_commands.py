@@ -27,7 +27,7 @@ def test_train_writes_model_and_reports(model_path: str, capsys) -> None:
 def test_predict_table_json_csv(model_path: str, capsys) -> None:
     assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048,65536"]) == 0
     out = capsys.readouterr().out
-    assert "time_ms" in out and "outside trained" in out
+    assert "time_ms" in out and "beyond the trained range" in out
     assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert rows[0]["time_ms"] > 0 and rows[0]["lo_ms"] < rows[0]["time_ms"] < rows[0]["hi_ms"]

@@ -1,38 +1,58 @@
-"""The training domain and the reasons a row lies outside it."""
+"""The training domain and the reasons a row lies outside it, one column per reason."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from hybridperf.learn.domain import outside_reasons, training_domain
+from hybridperf.learn.domain import REASON_COLUMNS, out_of_domain, reason_text, training_domain
 
 
 def _rows(**cols) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def test_domain_records_gpus_size_ranges_and_config_values() -> None:
-    train = _rows(kernel=["k", "k", "k"], gpu=["a", "a", "b"], **{"size.N": [64.0, 256.0, 128.0],
-                                                                   "config.B": [32.0, 64.0, 32.0]})
-    d = training_domain(train)
-    assert d == {"k": {"gpus": ["a", "b"], "size.N": [64.0, 256.0], "config.B": [32.0, 64.0]}}
+def _train() -> pd.DataFrame:
+    return _rows(kernel=["k"] * 3, gpu=["a", "a", "b"], **{"size.N": [64.0, 128.0, 256.0],
+                                                           "config.B": [32.0, 64.0, 128.0]})
 
 
-def test_reasons_name_the_kernel_gpu_size_and_config() -> None:
-    d = training_domain(_rows(kernel=["k"] * 3, gpu=["a"] * 3, **{"size.N": [64.0, 128.0, 256.0],
-                                                                  "config.B": [32.0, 64.0, 128.0]}))
-    probe = _rows(kernel=["k", "k", "k", "k", "other"], gpu=["a", "a", "z", "a", "a"],
-                  **{"size.N": [128.0, 1024.0, 128.0, 128.0, 128.0], "config.B": [64.0, 64.0, 64.0, 48.0, 64.0]})
-    why = outside_reasons(probe, d)
-    assert why[0] == ""
-    assert "N 1024 outside trained 64..256" in why[1]
-    assert "GPU z never trained" in why[2]
-    assert "B 48 never trained" in why[3]
-    assert why[4] == "kernel other never trained"
+def test_domain_records_gpus_sizes_configs_and_regimes() -> None:
+    d = training_domain(_train(), regimes=np.array([2.0, 2.0, 3.0]))
+    assert d == {"k": {"gpus": ["a", "b"], "sizes": {"size.N": [64.0, 256.0]},
+                       "configs": {"config.B": {"values": [32.0, 64.0, 128.0]}}, "regimes": [2.0, 3.0]}}
 
 
-def test_a_long_config_list_is_stored_as_a_range() -> None:
+def test_each_reason_has_its_own_column() -> None:
+    d = training_domain(_train(), regimes=np.array([2.0, 2.0, 2.0]))
+    probe = _rows(kernel=["k", "k", "k", "k", "other", "k"], gpu=["a", "a", "z", "a", "a", "a"],
+                  **{"size.N": [128.0, 1024.0, 128.0, 128.0, 128.0, 16.0],
+                     "config.B": [64.0, 64.0, 64.0, 48.0, 64.0, np.nan]})
+    r = out_of_domain(probe, d, regimes=np.array([2.0, 2.0, 2.0, 2.0, 2.0, 5.0]))
+    assert list(r.columns) == list(REASON_COLUMNS)
+    assert list(r.ood_kernel) == [False, False, False, False, True, False]
+    assert list(r.ood_gpu) == [False, False, True, False, False, False]
+    np.testing.assert_allclose(r.ood_size_factor, [1, 4, 1, 1, 1, 4])  # 1024 / 256; 64 / 16
+    assert list(r.ood_config) == ["", "", "", "B=48", "", ""]
+    assert list(r.ood_defaulted) == ["", "", "", "", "", "B"]
+    assert list(r.ood_regime) == [False, False, False, False, False, True]
+    text = reason_text(r, probe.kernel, probe.gpu)
+    assert text[0] == "" and "4x beyond" in text[1] and "GPU z" in text[2] and "B=48" in text[3]
+    assert text[4] == "kernel other never trained" and "defaulted" in text[5] and "regime" in text[5]
+
+
+def test_missing_config_columns_and_importer_marks_count_as_defaulted() -> None:
+    d = training_domain(_train())
+    probe = _rows(kernel=["k", "k"], gpu=["a", "a"], **{"size.N": [64.0, 64.0]})
+    assert list(out_of_domain(probe, d).ood_defaulted) == ["B", "B"]
+    marked = _train().assign(**{"info.defaulted": ["", "B", ""]})
+    assert list(out_of_domain(marked, d).ood_defaulted) == ["", "B", ""]
+
+
+def test_a_long_config_list_is_stored_as_a_range_and_two_values_stay_a_set() -> None:
     train = _rows(kernel=["k"] * 300, gpu=["a"] * 300, **{"config.B": [float(i) for i in range(300)]})
     d = training_domain(train)
-    assert d["k"]["config.B"] == [0.0, 299.0]
-    why = outside_reasons(_rows(kernel=["k", "k"], gpu=["a", "a"], **{"config.B": [150.5, 400.0]}), d)
-    assert why == ["", "B 400 never trained"]
+    assert d["k"]["configs"]["config.B"] == {"range": [0.0, 299.0]}
+    r = out_of_domain(_rows(kernel=["k", "k"], gpu=["a", "a"], **{"config.B": [150.5, 400.0]}), d)
+    assert list(r.ood_config) == ["", "B=400"]
+    two = training_domain(_rows(kernel=["k", "k"], gpu=["a", "a"], **{"config.B": [64.0, 256.0]}))
+    assert list(out_of_domain(_rows(kernel=["k"], gpu=["a"], **{"config.B": [128.0]}), two).ood_config) == ["B=128"]

@@ -113,7 +113,7 @@ def test_predictions_are_positive_and_flag_unseen_sizes(model_file: Path) -> Non
     out = predict_rows(model, rows)
     assert (out.time_ms > 0).all() and (out.lo_ms < out.time_ms).all() and (out.time_ms < out.hi_ms).all()
     assert list(out.out_of_domain) == [False, True]
-    assert "65536" in out.ood_reason.iloc[1]
+    assert "beyond the trained range" in out.ood_reason.iloc[1] and out.ood_size_factor.iloc[1] > 1
     assert np.isfinite(out.time_ms).all()
 
 

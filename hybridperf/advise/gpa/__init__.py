@@ -28,6 +28,8 @@ from hybridperf.advise.gpa.optimizers import (
     Suggestion,
     run_optimizers,
 )
+from hybridperf.advise.gpa.plaincsv import read_plain_csv
+from hybridperf.advise.gpa.readers import read_samples
 from hybridperf.advise.gpa.reasons import NSIGHT_REASON_MAP, REASONS, STALL_REASONS
 from hybridperf.advise.gpa.report import (
     GPAReport,
@@ -36,12 +38,7 @@ from hybridperf.advise.gpa.report import (
     format_report,
     report_to_dict,
 )
-from hybridperf.advise.gpa.samples import (
-    InstructionSamples,
-    SampleTable,
-    read_plain_csv,
-    read_samples,
-)
+from hybridperf.advise.gpa.samples import InstructionSamples, SampleTable
 from hybridperf.advise.gpa.sass import Instruction, Predicate, parse_sass
 
 __all__ = [

@@ -1,17 +1,17 @@
 """GPA's instruction blamer (paper Sec. 4): backward slicing, pruning, apportioning, labels."""
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from hybridperf.advise.gpa.arch import V100, GPAArch
 from hybridperf.advise.gpa.cfg import FunctionCFG, Program, build_program
 from hybridperf.advise.gpa.errors import GPAParameterError
 from hybridperf.advise.gpa.reasons import DEPENDENCY_REASONS, REASONS
-from hybridperf.advise.gpa.samples import SampleTable
-from hybridperf.advise.gpa.sass import Instruction, Predicate, latency_class
+from hybridperf.advise.gpa.samples import InstructionSamples, SampleTable
+from hybridperf.advise.gpa.sass import Instruction, latency_class
+from hybridperf.advise.gpa.slicing import Events, Found, find_definitions, resource_events
 
 __all__ = ["Blame", "BlameResult", "apportion", "blame_samples"]
 
@@ -102,146 +102,8 @@ def apportion(count: int | Fraction, issued: Sequence[int], path_lengths: Sequen
     return tuple(Fraction(count) * w / total for w in weights)
 
 
-@dataclass
-class _Found:
-    min_dist: int
-    max_dist: int
-    unshadowed: bool
-
-
-def _covers(cov: frozenset[Predicate | None], guard: Predicate | None) -> bool:
-    """Does the union of def predicates contain the use predicate? (paper Sec. 4)"""
-    if None in cov or (guard is not None and guard in cov):
-        return True
-    regs = {p.register for p in cov if p is not None}
-    return any(Predicate(r, False) in cov and Predicate(r, True) in cov for r in regs)
-
-
 _Pred = Callable[[Instruction], bool]
-
-
-_State = tuple[int, bool, frozenset, bool]  # (block, is the use's own start, covered guards, shadowed)
-
-
-_DEF, _KILL, _READ = 1, 2, 3
-
-
-def _events(cfg: FunctionCFG, defines: _Pred, reads: _Pred, kills: _Pred) -> list[list[tuple[int, int]]]:
-    """Per block, the (index, event) pairs of one resource, last instruction first."""
-    out: list[list[tuple[int, int]]] = []
-    for b in range(len(cfg.block_starts)):
-        ev = []
-        for i in range(cfg.block_end(b) - 1, cfg.block_starts[b] - 1, -1):
-            inst = cfg.records[i].instruction
-            if defines(inst):
-                ev.append((i, _DEF))
-            elif kills(inst) and inst.guard is None:
-                ev.append((i, _KILL))
-            elif reads(inst) and inst.guard is None:
-                ev.append((i, _READ))
-        out.append(ev)
-    return out
-
-
-def _search(cfg: FunctionCFG, use: int, events: list[list[tuple[int, int]]], max_dist: int,
-            max_states: int) -> tuple[dict[int, _Found], bool]:
-    """Search the CFG backwards from ``use`` for the definitions of one resource.
-
-    A path stops when the guards of the definitions met on it cover the use's guard (paper
-    Sec. 4), at a killing instruction, at the function entry, or when it comes back to the use
-    (which is examined as its own loop-carried source). States are (block, covered guards,
-    shadowed), so the search is polynomial even in branchy code. ``min_dist`` is the shortest
-    path (Dijkstra; walks and simple paths have the same shortest length, reachability and
-    shadowing) and is bounded by ``max_dist``; ``unshadowed`` records whether some path avoids
-    an unpredicated reader of the resource (dominator rule 2); ``max_dist`` is the longest path
-    in the acyclic search graph (retreating edges of a depth-first order dropped), which is the
-    longest simple path wherever the region between source and use has no cycle.
-    """
-    recs = cfg.records
-    guard = recs[use].instruction.guard
-    ub = cfg.block_of[use]
-
-    def scan(state: _State) -> tuple[list[tuple[int, int, bool]], int, tuple | None]:
-        b, is_start, cov, shadowed = state
-        reentry = b == ub and not is_start
-        top = use - 1 if is_start else cfg.block_end(b) - 1
-        floor = use if reentry else cfg.block_starts[b]
-        hits: list[tuple[int, int, bool]] = []
-        for i, event in events[b]:
-            if i > top:
-                continue
-            if i < floor:
-                break
-            if event == _DEF:
-                hits.append((i, top - i, not shadowed))
-                cov = cov | {recs[i].instruction.guard}
-                if _covers(cov, guard):
-                    return hits, top - i + 1, None
-            elif event == _KILL:
-                return hits, top - i + 1, None
-            else:
-                shadowed = True
-        return hits, top - floor + 1, None if reentry else (cov, shadowed)
-
-    start: _State = (ub, True, frozenset(), False)
-    shortest = {start: 1}
-    explored: dict[_State, tuple[list[tuple[int, int, bool]], int, list[_State]]] = {}
-    heap = [(1, 0, start)]
-    order = 0
-    truncated = False
-    while heap:
-        d, _, state = heapq.heappop(heap)
-        if d > shortest[state] or state in explored:
-            continue
-        if len(explored) >= max_states:
-            truncated = True
-            break
-        hits, width, out = scan(state)
-        nexts = [] if out is None else [(p, False, *out) for p in cfg.predecessors[state[0]]]
-        explored[state] = (hits, width, nexts)
-        for nxt in nexts:
-            nd = d + width
-            if nd <= max_dist and nd < shortest.get(nxt, max_dist + 1):
-                shortest[nxt] = nd
-                order += 1
-                heapq.heappush(heap, (nd, order, nxt))
-    # longest distances on the search graph without its retreating edges
-    post: list[_State] = []
-    color: dict[_State, int] = {start: 1}
-    stack = [(start, iter(explored[start][2]))]
-    forward: dict[_State, list[_State]] = {s: [] for s in explored}
-    while stack:
-        state, it = stack[-1]
-        for nxt in it:
-            if nxt not in explored or color.get(nxt) == 1:
-                continue  # unexplored, or a retreating edge
-            forward[state].append(nxt)
-            if nxt not in color:
-                color[nxt] = 1
-                stack.append((nxt, iter(explored[nxt][2])))
-            break
-        else:
-            color[state] = 2
-            post.append(state)
-            stack.pop()
-    longest = {start: 1}
-    for state in reversed(post):
-        for nxt in forward[state]:
-            longest[nxt] = max(longest.get(nxt, 0), longest[state] + explored[state][1])
-    found: dict[int, _Found] = {}
-    for state, (hits, _, _) in explored.items():
-        for i, k, unshadowed in hits:
-            lo = shortest[state] + k
-            if lo > max_dist:
-                continue
-            hi = longest.get(state, shortest[state]) + k
-            f = found.get(i)
-            if f is None:
-                found[i] = _Found(lo, hi, unshadowed)
-            else:
-                f.min_dist, f.max_dist = min(f.min_dist, lo), max(f.max_dist, hi)
-                f.unshadowed = f.unshadowed or unshadowed
-    return found, truncated
+_Sources = dict[int, tuple[int, int, set[str]]]  # source index -> (min distance, max distance, edge kinds)
 
 
 def _never(inst: Instruction) -> bool:
@@ -283,7 +145,7 @@ def _limit(reason: str, kind: str, n_instructions: int, arch: GPAArch) -> int:
     return arch.max_latency_cycles
 
 
-def _keep(reason: str, kind: str, src: Instruction, found: _Found, arch: GPAArch) -> bool:
+def _keep(reason: str, kind: str, src: Instruction, found: Found, arch: GPAArch) -> bool:
     """Pruning rules 1-3 of paper Sec. 4 for one candidate edge."""
     if reason == "GMEM" and (kind not in _RAW_KINDS or src.memory_space not in _LONG_SPACES):
         return False  # rule 1: memory stalls wait for the result of a memory instruction
@@ -306,6 +168,64 @@ def _label(reason: str, src: Instruction, kinds: frozenset[str]) -> str:
     return reason
 
 
+@dataclass
+class _Memo:
+    """One function's resource events and searches, shared by its instructions and reasons."""
+
+    events: dict[tuple[str, object], Events] = field(default_factory=dict)
+    searches: dict[tuple[int, str, object, int], dict[int, Found]] = field(default_factory=dict)
+    truncated: int = 0  # searches stopped at max_states
+
+
+def _definitions(cfg: FunctionCFG, use: int, kind: str, key: object, limit: int, memo: _Memo,
+                 max_states: int) -> dict[int, Found]:
+    """The definitions of resource (kind, key) reaching ``use`` within ``limit``, searched once."""
+    ck = (use, kind, key, limit)
+    if ck not in memo.searches:
+        if (kind, key) not in memo.events:
+            memo.events[(kind, key)] = resource_events(cfg, *_predicates(kind, key))
+        memo.searches[ck], truncated = find_definitions(cfg, use, memo.events[(kind, key)], limit, max_states)
+        memo.truncated += truncated
+    return memo.searches[ck]
+
+
+def _sources(cfg: FunctionCFG, use: int, reason: str, arch: GPAArch, memo: _Memo, max_states: int) -> _Sources:
+    """The instructions a dependency stall of ``use`` is blamed on, after pruning."""
+    recs = cfg.records
+    sources: _Sources = {}
+    for kind, key in _resources(recs[use].instruction, reason):
+        limit = _limit(reason, kind, len(recs), arch)
+        for j, f in _definitions(cfg, use, kind, key, limit, memo, max_states).items():
+            src = recs[j].instruction
+            edge = kind if kind != "bar" else ("wbar" if src.write_barrier == key else "rbar")
+            if not _keep(reason, edge, src, f, arch):
+                continue
+            lo, hi, kinds = sources.get(j, (f.min_dist, f.max_dist, set()))
+            sources[j] = (min(lo, f.min_dist), max(hi, f.max_dist), kinds | {edge})
+    return sources
+
+
+def _attribute(cfg: FunctionCFG, rec: InstructionSamples, reason: str, counts: tuple[int, int],
+               sources: _Sources, zero_issue_weight: int) -> list[Blame]:
+    """The blames of one (instruction, reason) count pair: on itself, or shared among its sources."""
+    s, lat = counts
+    if not sources:
+        label = _SELF_LABEL.get(reason, reason)
+        return [Blame(cfg.name, rec.pc, rec.pc, reason, label, Fraction(s), Fraction(lat))]
+    recs = cfg.records
+    order = sorted(sources)
+    issued = [recs[j].issued for j in order]
+    dists = [sources[j][1] for j in order]
+    shares_all = apportion(s, issued, dists, zero_issue_weight=zero_issue_weight)
+    shares_lat = apportion(lat, issued, dists, zero_issue_weight=zero_issue_weight)
+    out = []
+    for j, a, l_ in zip(order, shares_all, shares_lat):
+        kinds = frozenset(sources[j][2])
+        out.append(Blame(cfg.name, recs[j].pc, rec.pc, reason, _label(reason, recs[j].instruction, kinds), a, l_,
+                         sources[j][1], kinds))
+    return out
+
+
 def blame_samples(table: SampleTable, *, arch: GPAArch = V100, zero_issue_weight: int = 1,
                   max_search_states: int = 20_000) -> BlameResult:
     """Attribute every sample of ``table`` to the instruction that caused it (paper Sec. 4).
@@ -325,51 +245,21 @@ def blame_samples(table: SampleTable, *, arch: GPAArch = V100, zero_issue_weight
         raise GPAParameterError("blame_samples: zero_issue_weight and max_search_states must be >= 1")
     program = build_program(table)
     blames: list[Blame] = []
-    truncated = 0
-    nodes = single = 0
+    truncated = nodes = single = 0
     for cfg in program.functions:
-        recs = cfg.records
-        cache: dict[tuple[int, str, object, int], tuple[dict[int, _Found], bool]] = {}
-        events: dict[tuple[str, object], list[list[tuple[int, int]]]] = {}
-        for u, rec in enumerate(recs):
-            inst = rec.instruction
+        memo = _Memo()
+        for u, rec in enumerate(cfg.records):
             for k, reason in enumerate(REASONS):
-                s, lat = rec.all_samples[k], rec.latency_samples[k]
-                if s == 0 and lat == 0:
+                counts = rec.all_samples[k], rec.latency_samples[k]
+                if counts == (0, 0):
                     continue
-                sources: dict[int, tuple[int, int, set[str]]] = {}
-                if reason in DEPENDENCY_REASONS and not (reason == "SYNC" and inst.is_sync):
-                    for kind, key in _resources(inst, reason):
-                        limit = _limit(reason, kind, len(recs), arch)
-                        ck = (u, kind, key, limit)
-                        if ck not in cache:
-                            if (kind, key) not in events:
-                                events[(kind, key)] = _events(cfg, *_predicates(kind, key))
-                            cache[ck] = _search(cfg, u, events[(kind, key)], limit, max_search_states)
-                            truncated += cache[ck][1]
-                        for j, f in cache[ck][0].items():
-                            src = recs[j].instruction
-                            edge = kind if kind != "bar" else ("wbar" if src.write_barrier == key else "rbar")
-                            if not _keep(reason, edge, src, f, arch):
-                                continue
-                            lo, hi, kinds = sources.get(j, (f.min_dist, f.max_dist, set()))
-                            sources[j] = (min(lo, f.min_dist), max(hi, f.max_dist), kinds | {edge})
+                sources: _Sources = {}
+                if reason in DEPENDENCY_REASONS and not (reason == "SYNC" and rec.instruction.is_sync):
+                    sources = _sources(cfg, u, reason, arch, memo, max_search_states)
                     nodes += 1
                     single += len(sources) <= 1
-                if not sources:
-                    label = _SELF_LABEL.get(reason, reason)
-                    blames.append(Blame(cfg.name, rec.pc, rec.pc, reason, label, Fraction(s), Fraction(lat)))
-                    continue
-                order = sorted(sources)
-                issued = [recs[j].issued for j in order]
-                dists = [sources[j][1] for j in order]
-                shares_all = apportion(s, issued, dists, zero_issue_weight=zero_issue_weight)
-                shares_lat = apportion(lat, issued, dists, zero_issue_weight=zero_issue_weight)
-                for j, a, l_ in zip(order, shares_all, shares_lat):
-                    kinds = frozenset(sources[j][2])
-                    blames.append(Blame(cfg.name, recs[j].pc, rec.pc, reason,
-                                        _label(reason, recs[j].instruction, kinds), a, l_,
-                                        sources[j][1], kinds))
+                blames.extend(_attribute(cfg, rec, reason, counts, sources, zero_issue_weight))
+        truncated += memo.truncated
     notes: tuple[str, ...] = ()
     if truncated:
         notes = ((f"{truncated} backward search(es) stopped after {max_search_states} states; "

@@ -80,7 +80,21 @@ class Program:
         raise KeyError(name)
 
 
-def _blocks(name: str, recs: list[InstructionSamples]) -> tuple[list[int], list[list[int]]]:
+def _block_end(starts: list[int], block: int, n_records: int) -> int:
+    """Index one past the last instruction of ``block``."""
+    return starts[block + 1] if block + 1 < len(starts) else n_records
+
+
+def _block_of(starts: list[int], n_records: int) -> list[int]:
+    """The block of every instruction."""
+    block_of: list[int] = []
+    for b, s in enumerate(starts):
+        block_of.extend([b] * (_block_end(starts, b, n_records) - s))
+    return block_of
+
+
+def _leaders(name: str, recs: list[InstructionSamples]) -> tuple[set[int], dict[int, int]]:
+    """(indices that start a block, {branch index: target index})."""
     pcs = [r.pc for r in recs]
     leaders = {0}
     targets: dict[int, int] = {}
@@ -102,19 +116,20 @@ def _blocks(name: str, recs: list[InstructionSamples]) -> tuple[list[int], list[
             )
         if inst.ends_block and i + 1 < len(recs):
             leaders.add(i + 1)
+    return leaders, targets
+
+
+def _blocks(name: str, recs: list[InstructionSamples]) -> tuple[list[int], list[list[int]]]:
+    """(first instruction of each block, successor blocks of each block): taken branch first."""
+    leaders, targets = _leaders(name, recs)
     starts = sorted(leaders)
-    block_of = [0] * len(recs)
-    for b, s in enumerate(starts):
-        end = starts[b + 1] if b + 1 < len(starts) else len(recs)
-        for i in range(s, end):
-            block_of[i] = b
+    block_of = _block_of(starts, len(recs))
     succ: list[list[int]] = [[] for _ in starts]
-    for b, s in enumerate(starts):
-        last = (starts[b + 1] if b + 1 < len(starts) else len(recs)) - 1
-        inst = recs[last].instruction
+    for b in range(len(starts)):
+        last = _block_end(starts, b, len(recs)) - 1
         if last in targets:
             succ[b].append(block_of[targets[last]])
-        if inst.falls_through and last + 1 < len(recs) and block_of[last + 1] not in succ[b]:
+        if recs[last].instruction.falls_through and last + 1 < len(recs) and block_of[last + 1] not in succ[b]:
             succ[b].append(block_of[last + 1])
     return starts, succ
 
@@ -144,8 +159,8 @@ def _dominators(succ: list[list[int]], preds: list[list[int]]) -> list[set[int]]
     return dom
 
 
-def _loops(name: str, recs: list[InstructionSamples], starts: list[int], succ: list[list[int]],
-           preds: list[list[int]]) -> tuple[tuple[Loop, ...], list[str | None]]:
+def _loop_bodies(succ: list[list[int]], preds: list[list[int]]) -> dict[int, set[int]]:
+    """{header block: body blocks} of the natural loops, headers in order of their first back edge."""
     dom = _dominators(succ, preds)
     bodies: dict[int, set[int]] = {}
     for t, ss in enumerate(succ):
@@ -158,34 +173,46 @@ def _loops(name: str, recs: list[InstructionSamples], starts: list[int], succ: l
                     if b not in body:
                         body.add(b)
                         stack.extend(preds[b])
-    def pcs_of(blocks: set[int]) -> frozenset[int]:
-        out = set()
-        for b in blocks:
-            end = starts[b + 1] if b + 1 < len(starts) else len(recs)
-            out.update(r.pc for r in recs[starts[b]:end])
-        return frozenset(out)
+    return bodies
 
-    order = sorted(bodies, key=lambda h: len(bodies[h]))
-    ids = {h: f"{name}/loop@{recs[starts[h]].pc:#06x}" for h in bodies}
+
+def _loop_parents(bodies: dict[int, set[int]], order: list[int]) -> dict[int, int | None]:
+    """Each loop's smallest enclosing loop (``order``: headers by body size, ties as in ``bodies``)."""
     parent: dict[int, int | None] = {}
     for h in order:
         outer = [g for g in order if g != h and bodies[h] < bodies[g]]
         parent[h] = min(outer, key=lambda g: len(bodies[g])) if outer else None
+    return parent
 
-    def depth(h: int) -> int:
-        p = parent[h]
-        return 1 if p is None else 1 + depth(p)
 
+def _depth(parent: dict[int, int | None], header: int) -> int:
+    p = parent[header]
+    return 1 if p is None else 1 + _depth(parent, p)
+
+
+def _pcs_of(recs: list[InstructionSamples], starts: list[int], blocks: set[int]) -> frozenset[int]:
+    out = set()
+    for b in blocks:
+        out.update(r.pc for r in recs[starts[b]:_block_end(starts, b, len(recs))])
+    return frozenset(out)
+
+
+def _loops(name: str, recs: list[InstructionSamples], starts: list[int], succ: list[list[int]],
+           preds: list[list[int]]) -> tuple[tuple[Loop, ...], list[str | None]]:
+    """The natural loops of a function, by header pc, and each instruction's innermost loop id."""
+    bodies = _loop_bodies(succ, preds)
+    order = sorted(bodies, key=lambda h: len(bodies[h]))
+    ids = {h: f"{name}/loop@{recs[starts[h]].pc:#06x}" for h in bodies}
+    parent = _loop_parents(bodies, order)
     loops = tuple(
-        Loop(ids[h], name, recs[starts[h]].pc, pcs_of(bodies[h]),
-             ids[parent[h]] if parent[h] is not None else None, depth(h))  # type: ignore[index]
+        Loop(ids[h], name, recs[starts[h]].pc, _pcs_of(recs, starts, bodies[h]),
+             ids[parent[h]] if parent[h] is not None else None, _depth(parent, h))  # type: ignore[index]
         for h in sorted(bodies, key=lambda h: recs[starts[h]].pc)
     )
     innermost: list[str | None] = [None] * len(recs)
     for h in reversed(order):  # outermost first, inner loops overwrite
         for b in bodies[h]:
-            end = starts[b + 1] if b + 1 < len(starts) else len(recs)
-            for i in range(starts[b], end):
+            for i in range(starts[b], _block_end(starts, b, len(recs))):
                 innermost[i] = ids[h]
     return loops, innermost
 
@@ -236,10 +263,7 @@ def build_program(table: SampleTable) -> Program:
             for s in ss:
                 preds[s].append(b)
         loops, innermost = _loops(name, recs, starts, succ, preds)
-        block_of = []
-        for b, s in enumerate(starts):
-            end = starts[b + 1] if b + 1 < len(starts) else len(recs)
-            block_of.extend([b] * (end - s))
+        block_of = _block_of(starts, len(recs))
         is_kernel = name == table.kernel if table.kernel in by_function else name not in called
         funcs.append(FunctionCFG(
             name, tuple(recs), tuple(starts), tuple(tuple(s) for s in succ),

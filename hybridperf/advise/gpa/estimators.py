@@ -29,9 +29,12 @@ def _check_total(total_samples: float) -> float:
     return t
 
 
-def _check_range(name: str, value: float, low: float, high: float) -> float:
+def _check_range(name: str, value: float, low: float, high: float, scale: float = 1.0) -> float:
+    # The tolerance follows the magnitudes the bounds were computed from (``scale``): a bound such as
+    # T - A carries T's rounding error, not its own.
     v = float(value)
-    if not math.isfinite(v) or v < low - _TOL * max(1.0, abs(high)) or v > high + _TOL * max(1.0, abs(high)):
+    tol = _TOL * max(1.0, abs(high), abs(scale))
+    if not math.isfinite(v) or v < low - tol or v > high + tol:
         raise GPAParameterError(f"{name} must lie in [{low:g}, {high:g}], got {value!r}")
     return min(max(v, low), high)
 
@@ -69,7 +72,7 @@ def latency_hiding_speedup(total_samples: float, active_samples: float,
     """
     t = _check_total(total_samples)
     a = _check_range("active_samples", active_samples, 0.0, t)
-    m = _check_range("matched_latency_samples", matched_latency_samples, 0.0, t - a)
+    m = _check_range("matched_latency_samples", matched_latency_samples, 0.0, t - a, scale=t)
     return t / (t - min(m, a))
 
 

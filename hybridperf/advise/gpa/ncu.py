@@ -8,9 +8,8 @@ from pathlib import Path
 
 from hybridperf.advise.gpa.errors import GPAInputError, GPAInputWarning
 from hybridperf.advise.gpa.reasons import REASONS, nsight_reason_class
-from hybridperf.advise.gpa.samples import (
-    InstructionSamples,
-    SampleTable,
+from hybridperf.advise.gpa.samples import InstructionSamples, SampleTable
+from hybridperf.advise.gpa.tableinput import (
     check_branch_targets,
     parse_count,
     parse_sass_at,
@@ -117,6 +116,95 @@ def _columns(path: Path, t: _Table) -> tuple[int, int, int | None, dict[int, tup
     return addr, sass_col, line_col, reasons, unknown
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """Where a table keeps each field: columns of the address, SASS, source line and total."""
+
+    addr: int
+    sass: int
+    line: int | None
+    total: int | None
+    reasons: dict[int, tuple[str, bool]]
+
+
+@dataclass
+class _Rows:
+    """The instruction rows read so far and the counts the warnings report."""
+
+    records: list[InstructionSamples] = field(default_factory=list)
+    where: list[str] = field(default_factory=list)
+    clipped: int = 0
+    mismatched: int = 0
+
+
+def _reason_counts(t: _Table, layout: _Layout, row: list[str], loc: str) -> tuple[list[int], list[int], int]:
+    """(all samples, latency samples, number clipped) per reason; latency is clipped to all."""
+    all_c = [0] * len(REASONS)
+    lat_c = [0] * len(REASONS)
+    for col, (cls, latency) in layout.reasons.items():
+        target = lat_c if latency else all_c
+        target[REASONS.index(cls)] += parse_count(row[col], loc, t.header[col])
+    clipped = 0
+    for k in range(len(REASONS)):
+        if lat_c[k] > all_c[k]:
+            clipped += 1
+            lat_c[k] = all_c[k]
+    return all_c, lat_c, clipped
+
+
+def _total_differs(t: _Table, layout: _Layout, row: list[str], loc: str, all_c: list[int]) -> bool:
+    """Does a non-blank all-samples total disagree with the sum of the per-reason columns?"""
+    col = layout.total
+    if col is None or not row[col].strip():
+        return False
+    return parse_count(row[col], loc, t.header[col]) != sum(all_c)
+
+
+def _add_instruction(t: _Table, layout: _Layout, row: list[str], loc: str, line: int | None,
+                     out: _Rows) -> None:
+    address = row[layout.addr].strip()
+    if len(row) != len(t.header):
+        raise GPAInputError(f"{loc}: {len(row)} fields but the header has {len(t.header)}")
+    try:
+        pc = int(address, 16)
+    except ValueError:
+        raise GPAInputError(f"{loc} column 'Address': {address!r} is not a hex address") from None
+    all_c, lat_c, clipped = _reason_counts(t, layout, row, loc)
+    out.clipped += clipped
+    out.mismatched += _total_differs(t, layout, row, loc, all_c)
+    out.records.append(InstructionSamples(
+        t.kernel or "kernel", pc, parse_sass_at(row[layout.sass], loc), tuple(all_c), tuple(lat_c), line,
+    ))
+    out.where.append(loc)
+
+
+def _read_rows(path: Path, t: _Table, layout: _Layout) -> _Rows:
+    """Instruction rows of a table; a CUDA source row (cuda,sass view) sets the line of those after it."""
+    out = _Rows()
+    current_line: int | None = None
+    for lineno, row in t.rows:
+        loc = f"{path} line {lineno}"
+        if len(row) <= layout.addr:
+            continue
+        address = row[layout.addr].strip()
+        if layout.line is not None and row[layout.line].strip() and address in ("", "-"):
+            current_line = parse_count(row[layout.line], loc, t.header[layout.line])
+        elif address.lower().startswith("0x"):
+            _add_instruction(t, layout, row, loc, current_line, out)
+    return out
+
+
+def _notes(unknown: list[str], rows: _Rows) -> list[str]:
+    notes = []
+    if unknown:
+        notes.append(f"{len(unknown)} unknown Nsight stall column(s) counted as OTHR: {', '.join(unknown)}")
+    if rows.clipped:
+        notes.append(f"{rows.clipped} not-issued count(s) above the all-samples count were clipped to it")
+    if rows.mismatched:
+        notes.append(f"{rows.mismatched} row(s) whose stall_* columns do not sum to the all-samples total")
+    return notes
+
+
 def read_ncu_source_csv(path: str | Path, *, kernel: str | None = None) -> SampleTable:
     """Read ``ncu --import R --page source --csv --print-source sass`` (or ``cuda,sass``) output.
 
@@ -138,54 +226,11 @@ def read_ncu_source_csv(path: str | Path, *, kernel: str | None = None) -> Sampl
     addr, sass_col, line_col, reasons, unknown = _columns(p, t)
     lower = [h.lower() for h in t.header]
     total_col = lower.index(_TOTAL_ALL) if _TOTAL_ALL in lower else None
-    function = t.kernel or "kernel"
-    records: list[InstructionSamples] = []
-    where: list[str] = []
-    clipped = mismatched = 0
-    current_line: int | None = None
-    for lineno, row in t.rows:
-        loc = f"{p} line {lineno}"
-        if len(row) <= addr:
-            continue
-        address = row[addr].strip()
-        if line_col is not None and row[line_col].strip() and address in ("", "-"):
-            current_line = parse_count(row[line_col], loc, t.header[line_col])  # a CUDA source row
-            continue
-        if not address.lower().startswith("0x"):
-            continue
-        if len(row) != len(t.header):
-            raise GPAInputError(f"{loc}: {len(row)} fields but the header has {len(t.header)}")
-        try:
-            pc = int(address, 16)
-        except ValueError:
-            raise GPAInputError(f"{loc} column 'Address': {address!r} is not a hex address") from None
-        all_c = [0] * len(REASONS)
-        lat_c = [0] * len(REASONS)
-        for col, (cls, latency) in reasons.items():
-            target = lat_c if latency else all_c
-            target[REASONS.index(cls)] += parse_count(row[col], loc, t.header[col])
-        for k in range(len(REASONS)):
-            if lat_c[k] > all_c[k]:
-                clipped += 1
-                lat_c[k] = all_c[k]
-        if (total_col is not None and row[total_col].strip()
-                and parse_count(row[total_col], loc, t.header[total_col]) != sum(all_c)):
-            mismatched += 1
-        records.append(InstructionSamples(
-            function, pc, parse_sass_at(row[sass_col], loc), tuple(all_c), tuple(lat_c),
-            current_line,
-        ))
-        where.append(loc)
-    if not records:
-        raise GPAInputError(f"{p}: the table of {function!r} has no instruction rows; export it again")
-    check_branch_targets(records, where)
-    notes = []
-    if unknown:
-        notes.append(f"{len(unknown)} unknown Nsight stall column(s) counted as OTHR: {', '.join(unknown)}")
-    if clipped:
-        notes.append(f"{clipped} not-issued count(s) above the all-samples count were clipped to it")
-    if mismatched:
-        notes.append(f"{mismatched} row(s) whose stall_* columns do not sum to the all-samples total")
+    rows = _read_rows(p, t, _Layout(addr, sass_col, line_col, total_col, reasons))
+    if not rows.records:
+        raise GPAInputError(f"{p}: the table of {t.kernel or 'kernel'!r} has no instruction rows; export it again")
+    check_branch_targets(rows.records, rows.where)
+    notes = _notes(unknown, rows)
     for note in notes:
         warnings.warn(f"{p}: {note}", GPAInputWarning, stacklevel=2)
-    return SampleTable(tuple(records), source=str(p), kernel=t.kernel, notes=tuple(notes))
+    return SampleTable(tuple(rows.records), source=str(p), kernel=t.kernel, notes=tuple(notes))

@@ -12,7 +12,8 @@ from hybridperf.advise.gpa.arch import V100, GPAArch
 from hybridperf.advise.gpa.blame import blame_samples
 from hybridperf.advise.gpa.errors import GPAParameterError
 from hybridperf.advise.gpa.optimizers import LaunchConfig, Suggestion, run_optimizers
-from hybridperf.advise.gpa.samples import SampleTable, read_samples
+from hybridperf.advise.gpa.readers import read_samples
+from hybridperf.advise.gpa.samples import SampleTable
 
 __all__ = ["GPAReport", "advise", "advise_from_samples", "format_report", "report_to_dict"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hybridperf.advise.gpa.control import sass_error, split_control
 from hybridperf.advise.gpa.errors import SASSSyntaxError
 
 __all__ = ["Instruction", "Predicate", "latency_class", "parse_sass"]
@@ -38,20 +39,15 @@ _BITCOUNT = frozenset({"POPC", "FLO", "BREV", "UPOPC", "UFLO", "UBREV"})
 _TENSOR = frozenset({"HMMA", "IMMA", "BMMA", "DMMA", "HGMMA", "IGMMA"})
 _SHORT_VARIABLE = frozenset({"S2R", "S2UR", "SHFL", "CS2R", "MATCH", "REDUX", "B2R", "BMOV"})
 _TYPES_64 = frozenset({"F64", "S64", "U64", "64"})
+_TRANSFERS = ("BRA", "BRX", "JMP", "JMX", "CALL")
 
 _COMMENT = re.compile(r"/\*.*?\*/")
-_CUASM = re.compile(r"^\[B([0-5-]{6}):R([0-5-]):W([0-5-]):([Y-]):S(\d{1,2})\]\s*")
-_MAXAS = re.compile(r"^([0-9a-fA-F]{2}|--):([0-5-]):([0-5-]):([Y-]):([0-9a-fA-F])\s+")
-_REQ = re.compile(r"&req=\{([^}]*)\}")
-_BARRIER_SET = re.compile(r"&(rd|wr|wr_early)=0x([0-9a-fA-F]+)")
-_SCHED = re.compile(r"\?([A-Za-z0-9_]+)")
 _GUARD = re.compile(r"^@(!?)(U?P[T0-6])\s+")
 _OPCODE = re.compile(r"^([A-Z][A-Z0-9_]*)((?:\.[A-Za-z0-9_]+)*)(?=\s|$)")
 _REGISTER = re.compile(r"(?<![A-Za-z0-9_.])(UPR|PR|UR(?:Z|\d{1,2})|R(?:Z|\d{1,3})|UP(?:T|[0-6])|P(?:T|[0-6]))"
                        r"((?:\.[A-Za-z0-9_]+)*)")
 _NUMBER = re.compile(r"^-?(0x[0-9a-fA-F]+|\d+)$")
 _LABEL = re.compile(r"^`?\(?\s*(\.?[A-Za-z_$][\w.$]*)\s*\)?$")
-_WAIT_STALL = re.compile(r"^(?:WAIT(\d+)(?:_END_GROUP)?|trans(\d+))$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +156,6 @@ def latency_class(inst: Instruction) -> str:
     return "arith"
 
 
-def _fail(text: str, why: str) -> SASSSyntaxError:
-    return SASSSyntaxError(f"cannot parse SASS {text!r}: {why}")
-
-
 def _split_operands(text: str, rest: str) -> tuple[str, ...]:
     ops: list[str] = []
     depth = 0
@@ -176,7 +168,7 @@ def _split_operands(text: str, rest: str) -> tuple[str, ...]:
             depth += 1
         elif ch in ")]}":
             if not stack or stack.pop() != ch:
-                raise _fail(text, f"unbalanced {ch!r}")
+                raise sass_error(text, f"unbalanced {ch!r}")
             depth -= 1
         if ch == "," and depth == 0:
             ops.append("".join(cur).strip())
@@ -184,12 +176,12 @@ def _split_operands(text: str, rest: str) -> tuple[str, ...]:
         else:
             cur.append(ch)
     if stack:
-        raise _fail(text, f"missing {stack[-1]!r}")
+        raise sass_error(text, f"missing {stack[-1]!r}")
     last = "".join(cur).strip()
     if last or ops:
         ops.append(last)
     if any(not op for op in ops):
-        raise _fail(text, "empty operand")
+        raise sass_error(text, "empty operand")
     return tuple(ops)
 
 
@@ -227,92 +219,126 @@ def _operand_registers(op: str, width: int) -> list[str]:
     return regs
 
 
-def _widths(opcode: str, mods: tuple[str, ...], n_ops: int, n_dest: int) -> tuple[int, list[int]]:
-    """(destination width, per-source-operand widths) in 32-bit registers."""
+def _access_size(mods: tuple[str, ...]) -> int:
+    """Registers per element a memory instruction moves, from its ``.64``/``.128``/``.X4`` modifiers."""
     size = 4 if "128" in mods else 2 if ("64" in mods or any(m in _TYPES_64 for m in mods)) else 1
     if "X4" in mods or "x4" in mods:
         size = 4
     elif "X2" in mods or "x2" in mods:
         size = max(size, 2)
+    return size
+
+
+def _convert_widths(opcode: str, mods: tuple[str, ...], n_src: int) -> tuple[int, list[int]]:
+    """A conversion's widths from its type modifiers: ``F2F.F64.F32`` writes 2 registers, reads 1."""
+    types = [m for m in mods if re.fullmatch(r"[FSU](8|16|32|64)", m)]
+    dest = 2 if types and types[0] in _TYPES_64 else 1
+    src_w = 2 if len(types) > 1 and types[1] in _TYPES_64 else (dest if len(types) == 1 and
+                                                               opcode == "FRND" else 1)
+    return dest, [src_w] * n_src
+
+
+def _memory_widths(opcode: str, mods: tuple[str, ...], n_src: int) -> tuple[int, list[int]]:
+    """Loads write, stores and atomics read, ``_access_size`` registers per data operand."""
+    size = _access_size(mods)
+    if opcode in _STORES:
+        return 1, [size] * n_src
+    if opcode.startswith("ATOM") or opcode == "SUATOM":
+        return size, [size] * n_src
+    return size, [1] * n_src
+
+
+def _widths(opcode: str, mods: tuple[str, ...], n_ops: int, n_dest: int) -> tuple[int, list[int]]:
+    """(destination width, per-source-operand widths) in 32-bit registers."""
     n_src = n_ops - n_dest
-    dest, src = 1, [1] * n_src
     if opcode in _FP64 or (opcode == "DMMA"):
-        dest, src = 2, [2] * n_src
-    elif opcode in _TENSOR:
-        dest = 4
-        src = [2] * n_src
-        if n_src:
-            src[-1] = 4
-    elif opcode in _CONVERT:
-        types = [m for m in mods if re.fullmatch(r"[FSU](8|16|32|64)", m)]
-        dest = 2 if types and types[0] in _TYPES_64 else 1
-        src_w = 2 if len(types) > 1 and types[1] in _TYPES_64 else (dest if len(types) == 1 and
-                                                                   opcode == "FRND" else 1)
-        src = [src_w] * n_src
-    elif "WIDE" in mods:
-        dest = 2
+        return 2, [2] * n_src
+    if opcode in _TENSOR:
+        return 4, ([2] * (n_src - 1) + [4]) if n_src else []  # the accumulator is 4 registers wide
+    if opcode in _CONVERT:
+        return _convert_widths(opcode, mods, n_src)
+    if "WIDE" in mods:
+        src = [1] * n_src
         if opcode.endswith("IMAD") and n_src:
             src[-1] = 2
-    elif opcode == "CS2R":
-        dest = 1 if "32" in mods else 2
-    elif opcode in _MEMORY_SPACE:
-        if opcode in _STORES:
-            src = [size] * n_src
+        return 2, src
+    if opcode == "CS2R":
+        return (1 if "32" in mods else 2), [1] * n_src
+    if opcode in _MEMORY_SPACE:
+        return _memory_widths(opcode, mods, n_src)
+    if "64" in mods:
+        return 2, [2] * n_src
+    return 1, [1] * n_src
+
+
+def _guard(text: str, body: str) -> tuple[Predicate | None, str]:
+    """The guard predicate (None for none or an always-true ``@PT``) and the text after it."""
+    if not body.startswith("@"):
+        return None, body
+    m = _GUARD.match(body)
+    if m is None:
+        raise sass_error(text, "guard must look like @P0, @!P1, @PT or @UP0")
+    guard = None if m.group(2) in ("PT", "UPT") else Predicate(m.group(2), negated=bool(m.group(1)))
+    return guard, body[m.end():]
+
+
+def _destination_count(opcode: str, ops: tuple[str, ...]) -> int:
+    """How many leading operands are written."""
+    if opcode in _NO_DEST:
+        return 0
+    if opcode in _TWO_DEST:
+        return min(2, len(ops))
+    n_dest = min(1, len(ops))
+    while n_dest < len(ops) and re.fullmatch(r"U?P(?:T|[0-6])", ops[n_dest]):
+        n_dest += 1  # carry-out predicates: IADD3 R4, P0, P1, R2, R3, RZ
+    return n_dest
+
+
+def _registers(opcode: str, mods: tuple[str, ...], ops: tuple[str, ...],
+               guard: Predicate | None) -> tuple[frozenset[str], frozenset[str]]:
+    """(destination, source) registers, widths expanded; the guard predicate is a source."""
+    n_dest = _destination_count(opcode, ops)
+    dest_w, src_w = _widths(opcode, mods, len(ops), n_dest)
+    dests: set[str] = set()
+    srcs: set[str] = set()
+    for i, op in enumerate(ops):
+        if i >= n_dest:
+            srcs.update(_operand_registers(op, src_w[i - n_dest]))
+        elif "[" in op:  # e.g. ATOMS.POPC.INC R0, [URZ] - a destination is never a memory ref
+            srcs.update(_operand_registers(op, 1))
         else:
-            dest = size
-            if opcode.startswith("ATOM") or opcode == "SUATOM":
-                src = [size] * n_src
-    elif "64" in mods:
-        dest, src = 2, [2] * n_src
-    return dest, src
+            dests.update(_operand_registers(op, dest_w))
+    if guard is not None:
+        srcs.add(guard.register)
+    return frozenset(dests), frozenset(srcs)
 
 
-def _parse_control(text: str, body: str) -> tuple[str, frozenset[int], int | None, int | None, int | None]:
+def _depbar_waits(text: str, opcode: str, ops: tuple[str, ...]) -> frozenset[int]:
+    """Barriers a ``DEPBAR`` waits on: operands ``SB0``, ``{5,4}`` or ``{B0,B1}``."""
+    if opcode != "DEPBAR":
+        return frozenset()
     waits: set[int] = set()
-    wr: int | None = None
-    rd: int | None = None
-    stall: int | None = None
-    m = _CUASM.match(body)
-    if m:
-        waits.update(int(c) for c in m.group(1) if c != "-")
-        rd = None if m.group(2) == "-" else int(m.group(2))
-        wr = None if m.group(3) == "-" else int(m.group(3))
-        stall = int(m.group(5))
-        body = body[m.end():]
-    else:
-        m = _MAXAS.match(body)
-        if m:
-            if m.group(1) != "--":
-                mask = int(m.group(1), 16)
-                if mask >= 64:
-                    raise _fail(text, f"wait mask 0x{mask:x} names a barrier above B5")
-                waits.update(i for i in range(6) if mask >> i & 1)
-            rd = None if m.group(2) == "-" else int(m.group(2))
-            wr = None if m.group(3) == "-" else int(m.group(3))
-            stall = int(m.group(5), 16)
-            body = body[m.end():]
-    for m in _REQ.finditer(body):
-        for tok in m.group(1).split(","):
-            tok = tok.strip()
-            if not tok.isdigit() or int(tok) > 5:
-                raise _fail(text, f"&req={{{m.group(1)}}} must list barrier indices 0-5")
+    for op in ops:
+        for tok in re.findall(r"\bS?B(\d+)\b", op) + (re.findall(r"\d+", op) if op.startswith("{") else []):
+            if int(tok) > 5:
+                raise sass_error(text, f"DEPBAR barrier {tok} is not an index 0-5")
             waits.add(int(tok))
-    for m in _BARRIER_SET.finditer(body):
-        idx = int(m.group(2), 16)
-        if idx > 5:
-            raise _fail(text, f"&{m.group(1)}=0x{idx:x} is not a barrier index 0-5")
-        if m.group(1) == "rd":
-            rd = idx
-        else:
-            wr = idx
-    for m in _SCHED.finditer(body):
-        w = _WAIT_STALL.match(m.group(1))
-        if w:
-            stall = int(w.group(1) or w.group(2))
-    body = _SCHED.sub(" ", _BARRIER_SET.sub(" ", _REQ.sub(" ", body)))
-    if "&" in body or "?" in body:
-        raise _fail(text, "unknown control annotation (accepted: &req={..} &rd=0x. &wr=0x. ?name)")
-    return body.strip(), frozenset(waits), wr, rd, stall
+    return frozenset(waits)
+
+
+def _transfer_target(opcode: str, ops: tuple[str, ...]) -> tuple[int | None, str | None, str | None]:
+    """(branch target, branch label, call target) named by the last operand of a branch or call."""
+    if opcode not in _TRANSFERS or not ops:
+        return None, None, None
+    last = ops[-1]
+    num = _NUMBER.match(last)
+    if num:
+        value = int(num.group(1), 0)
+        return (None, None, hex(value)) if opcode == "CALL" else (value, None, None)
+    lab = _LABEL.match(last)
+    if lab is None or _REGISTER.fullmatch(last):
+        return None, None, None
+    return (None, None, lab.group(1)) if opcode == "CALL" else (None, lab.group(1), None)
 
 
 def parse_sass(text: str) -> Instruction:
@@ -334,82 +360,30 @@ def parse_sass(text: str) -> Instruction:
         raise SASSSyntaxError(f"SASS must be a string, got {type(text).__name__}")
     body = _COMMENT.sub(" ", text).strip().rstrip(";").strip()
     if not body:
-        raise _fail(text, "no instruction text")
-    body, waits, wr, rd, stall = _parse_control(text, body)
-    body = body.rstrip(";").strip()
-    guard: Predicate | None = None
-    if body.startswith("@"):
-        m = _GUARD.match(body)
-        if m is None:
-            raise _fail(text, "guard must look like @P0, @!P1, @PT or @UP0")
-        if m.group(2) not in ("PT", "UPT"):
-            guard = Predicate(m.group(2), negated=bool(m.group(1)))
-        body = body[m.end():]
+        raise sass_error(text, "no instruction text")
+    body, control = split_control(text, body)
+    guard, body = _guard(text, body.rstrip(";").strip())
     m = _OPCODE.match(body)
     if m is None:
-        raise _fail(text, "expected an upper-case opcode such as LDG.E.SYS")
+        raise sass_error(text, "expected an upper-case opcode such as LDG.E.SYS")
     opcode = m.group(1)
     mods = tuple(x for x in m.group(2).split(".") if x)
     ops = _split_operands(text, body[m.end():].strip())
-    if opcode in _NO_DEST:
-        n_dest = 0
-    elif opcode in _TWO_DEST:
-        n_dest = min(2, len(ops))
-    else:
-        n_dest = min(1, len(ops))
-        while n_dest < len(ops) and re.fullmatch(r"U?P(?:T|[0-6])", ops[n_dest]):
-            n_dest += 1  # carry-out predicates: IADD3 R4, P0, P1, R2, R3, RZ
-    dest_w, src_w = _widths(opcode, mods, len(ops), n_dest)
-    dests: set[str] = set()
-    srcs: set[str] = set()
-    for i, op in enumerate(ops):
-        if i < n_dest:
-            if "[" in op:  # e.g. ATOMS.POPC.INC R0, [URZ] - a destination is never a memory ref
-                srcs.update(_operand_registers(op, 1))
-            else:
-                dests.update(_operand_registers(op, dest_w))
-        else:
-            srcs.update(_operand_registers(op, src_w[i - n_dest]))
-    if guard is not None:
-        srcs.add(guard.register)
-    if opcode == "DEPBAR":
-        for op in ops:
-            for tok in re.findall(r"\bS?B(\d+)\b", op) + (
-                    re.findall(r"\d+", op) if op.startswith("{") else []):
-                if int(tok) > 5:
-                    raise _fail(text, f"DEPBAR barrier {tok} is not an index 0-5")
-                waits = waits | {int(tok)}
-    target: int | None = None
-    label: str | None = None
-    call: str | None = None
-    if opcode in ("BRA", "BRX", "JMP", "JMX", "CALL") and ops:
-        last = ops[-1]
-        num = _NUMBER.match(last)
-        if num:
-            value = int(num.group(1), 0)
-            if opcode == "CALL":
-                call = hex(value)
-            else:
-                target = value
-        else:
-            lab = _LABEL.match(last)
-            if lab and not _REGISTER.fullmatch(last):
-                if opcode == "CALL":
-                    call = lab.group(1)
-                else:
-                    label = lab.group(1)
+    dests, srcs = _registers(opcode, mods, ops, guard)
+    waits = control.waits | _depbar_waits(text, opcode, ops)
+    target, label, call = _transfer_target(opcode, ops)
     return Instruction(
         text=text.strip(),
         opcode=opcode,
         modifiers=mods,
         guard=guard,
         operands=ops,
-        destinations=frozenset(dests),
-        sources=frozenset(srcs),
+        destinations=dests,
+        sources=srcs,
         wait_barriers=waits,
-        write_barrier=wr,
-        read_barrier=rd,
-        stall_cycles=stall,
+        write_barrier=control.write_barrier,
+        read_barrier=control.read_barrier,
+        stall_cycles=control.stall_cycles,
         memory_space=_MEMORY_SPACE.get(opcode),
         branch_target=target,
         branch_label=label,

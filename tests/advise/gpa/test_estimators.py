@@ -32,6 +32,12 @@ def test_latency_hiding_bounded_by_two(active, latency, frac):
     assert 1.0 <= s <= 2.0 + 1e-9  # Theorem 5.1
 
 
+def test_latency_hiding_accepts_a_bound_rounded_at_the_total_scale():
+    # Hypothesis found it: T - A rounds to 46.00000095 for T ~ 5.4e8 while M_L = L = 46.000001.
+    t = 536870866.0 + 46.000001
+    assert latency_hiding_speedup(t, 536870866.0, 46.000001) == pytest.approx(t / (t - 46.000001))
+
+
 def test_latency_hiding_cases():
     assert latency_hiding_speedup(100, 40, 30) == pytest.approx(100 / 70)  # M_L <= A: Eq. 3
     assert latency_hiding_speedup(100, 40, 60) == pytest.approx(100 / 60)  # capped at A: Eq. 4

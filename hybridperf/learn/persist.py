@@ -1,13 +1,4 @@
-"""Safe model files: JSON state + xgboost's native JSON booster, checksummed, optionally signed, written atomically.
-
-A model file is ``{"body": {...}, "sha256": "...", ["hmac_sha256": "..."]}``. The sha256 of the canonical
-body (sorted keys, no NaN) detects accidental damage (a truncated copy, a flipped bit, an edit that did not
-re-hash): it guarantees integrity, not authenticity, since anyone can edit the body and recompute it. With
-``$HYBRIDPERF_MODEL_KEY`` set, writing adds an HMAC-SHA256 of the same bytes under that key, and reading
-refuses files without a valid one: then only holders of the key can produce files that load. Either way,
-loading never runs code from the file (no pickle) and checks every field against a schema with ranges
-(:mod:`hybridperf.learn.schema`) and the booster's trees (:mod:`hybridperf.learn.booster`) before use.
-"""
+"""Safe model files: JSON state + xgboost's native JSON booster, checksummed, optionally signed, written atomically."""
 from __future__ import annotations
 
 import hashlib
@@ -40,6 +31,13 @@ __all__ = [
     "write_model_document",
 ]
 
+# A model file is {"body": {...}, "sha256": "...", ["hmac_sha256": "..."]}. The sha256 of the canonical body
+# (sorted keys, no NaN) detects accidental damage (a truncated copy, a flipped bit, an edit that did not
+# re-hash): integrity, not authenticity, since anyone can edit the body and recompute it. With
+# $HYBRIDPERF_MODEL_KEY set, writing adds an HMAC-SHA256 of the same bytes under that key and reading refuses
+# files without a valid one: only holders of the key can then produce files that load. Either way loading
+# never runs code from the file (no pickle) and checks every field against a schema with ranges
+# (hybridperf.learn.schema) and the booster's trees (hybridperf.learn.booster) before use.
 FORMAT = "hybridperf-model/2"
 KEY_ENV = "HYBRIDPERF_MODEL_KEY"
 _DOC_KEYS = {"body", "sha256", "hmac_sha256"}

@@ -97,13 +97,17 @@ _FEATURES = _obj({
     "baselines_": {"type": "object", "additionalProperties": {"enum": list(TIME_MODELS)}, "maxProperties": 100_000},
     "baseline_": {"oneOf": [{"type": "null"}, {"enum": list(TIME_MODELS)}]},
     "columns_": _array(_NAME, MAX_FEATURES, minItems=1, uniqueItems=True),
-    "domain_": {"type": "object", "maxProperties": 100_000, "additionalProperties": {
-        "type": "object", "required": ["gpus"], "additionalProperties": False,
-        "properties": {"gpus": _array(_NAME, 10_000)},
-        "patternProperties": {
-            r"^size\.": _array(_FINITE, 2, minItems=2),
-            r"^config\.": {**_numbers(max_items=256), "minItems": 1},
-        }}},
+    "domain_": {"type": "object", "maxProperties": 100_000, "additionalProperties": _obj({
+        "gpus": _array(_NAME, 10_000),
+        "sizes": {"type": "object", "maxProperties": 1000, "additionalProperties": False,
+                  "patternProperties": {r"^size\.": _array(_FINITE, 2, minItems=2)}},
+        "configs": {"type": "object", "maxProperties": 1000, "additionalProperties": False,
+                    "patternProperties": {r"^config\.": {"oneOf": [
+                        _obj({"values": {**_numbers(max_items=256), "minItems": 1}}),
+                        _obj({"range": _array(_FINITE, 2, minItems=2)})]}}},
+        "regimes": {**_numbers(0, 1000, max_items=1000)},
+    }, required=["gpus"]) | {"patternProperties": {  # the flat layout of models trained before the sizes/configs one
+        r"^size\.": _array(_FINITE, 2, minItems=2), r"^config\.": {**_numbers(max_items=256), "minItems": 1}}}},
 })
 
 _ESTIMATOR = _obj({
@@ -136,7 +140,7 @@ _ESTIMATOR = _obj({
 })
 
 _INTERVALS = _obj({
-    "scores": {"type": "object", "maxProperties": 10_000, "additionalProperties": _numbers(0, 1e6, nullable=True)},
+    "scores": {"type": "object", "maxProperties": 10_000, "additionalProperties": _numbers(0, 1e9, nullable=True)},
     "min_bin": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
     "difficulty": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
     "difficulty_columns": _array({"type": "integer", "minimum": 0, "maximum": MAX_FEATURES}, MAX_FEATURES),

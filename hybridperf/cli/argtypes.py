@@ -21,6 +21,7 @@ __all__ = [
     "seed",
     "share",
     "size_fraction",
+    "state_file",
 ]
 
 _MAX_INT = 10**9
@@ -130,6 +131,17 @@ def model_file(text: str) -> str:
         check_input_file(text, what="model file", max_bytes=MAX_MODEL_BYTES)
     except HybridperfError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def state_file(text: str) -> str:
+    """A file the command reads if it exists and writes otherwise (``--study``): a regular file or a new name
+    in an existing folder."""
+    path = Path(text)
+    if path.exists() or path.is_symlink():
+        return input_file(text)
+    if not text or not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: folder {str(path.parent)!r} does not exist; create it first")
     return text
 
 

@@ -122,7 +122,7 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--kernel", action="append", help="train on these kernels only (repeatable)")
     s.add_argument("--tune", type=t.non_negative_int, default=0, metavar="N",
                    help="optuna trials to tune the booster first")
-    s.add_argument("--study", help="SQLite file to store/resume the optuna study")
+    s.add_argument("--study", type=t.state_file, help="SQLite file to store/resume the optuna study")
     s.add_argument("--coverage", type=t.probability, default=0.9,
                    help="nominal coverage of the prediction intervals, in (0, 1)")
     s.add_argument("--seed", type=t.seed, default=0)

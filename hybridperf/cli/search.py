@@ -12,9 +12,8 @@ __all__ = ["add_commands"]
 
 def _rank(args: argparse.Namespace, model: Any) -> Any:
     from hybridperf.grid import parse_assignments, single_values
-    from hybridperf.search.rank import rank_configs
-
     from hybridperf.limits import MAX_SPACE_ROWS
+    from hybridperf.search.rank import rank_configs
 
     space = {k: tuple(v) for k, v in parse_assignments(args.space or [], "--space", max_rows=MAX_SPACE_ROWS).items()}
     client = _dask_client(args.dask) if args.dask else None

@@ -20,6 +20,7 @@ import pandas as pd
 from hybridperf.arrays import FloatArray
 from hybridperf.errors import DescriptorError, UnknownKernelError
 from hybridperf.formula import Formula, compile_formula
+from hybridperf.limits import MAX_SPACE_ROWS
 from hybridperf.profile import (
     LAUNCH_KEYS,
     OPTIONAL_COUNTS,
@@ -194,7 +195,7 @@ class KernelDescriptor:
                 raise DescriptorError(f"{self.name}: --space names unknown config parameter {name!r}")
         config = tuple(dataclasses.replace(p, values=tuple(overrides[p.name])) if p.name in overrides else p
                        for p in self.config)
-        return dataclasses.replace(self, config=config)
+        return _check_space(dataclasses.replace(self, config=config), "with --space")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,6 +287,16 @@ def _constraints(path: Path, doc: dict[str, Any], allowed: set[str]) -> tuple[Fo
                  for i, c in enumerate(cons))
 
 
+def _check_space(desc: KernelDescriptor, where: str) -> KernelDescriptor:
+    """Refuse a configuration space larger than MAX_SPACE_ROWS (counted, not built): ranking streams it in
+    chunks, but at about 300,000 configurations a second per core a larger one would not finish."""
+    n = desc.space_size()
+    if n > MAX_SPACE_ROWS:
+        raise DescriptorError(f"{desc.path or desc.name}: the configuration space {where} has {n:.3g} configurations, "
+                              f"over the limit of {MAX_SPACE_ROWS:.3g}; give fewer config values")
+    return desc
+
+
 def _strings(path: Path, doc: dict[str, Any], key: str, what: str) -> tuple[str, ...]:
     items = doc.get(key, [])
     if not isinstance(items, list) or not all(isinstance(a, str) and a for a in items):
@@ -304,13 +315,13 @@ def _parse_kernel(path: Path) -> KernelDescriptor:
         raise DescriptorError(f"{path}: parameter {sorted(dup)[0]!r} is both a size and a config parameter")
     params = {p.name for p in sizes + config}
     launch, counts = _formulas(path, doc, params)
-    return KernelDescriptor(
+    return _check_space(KernelDescriptor(
         name=name, sizes=sizes, config=config, launch=launch, counts=counts,
         constraints=_constraints(path, doc, params), aliases=_strings(path, doc, "aliases", "names"),
         matches=_strings(path, doc, "matches", "glob patterns such as \"aiwc-*\""),
         description=str(doc.get("description", "")),
         source=str(doc.get("source", "")), path=str(path), sha256=hashlib.sha256(raw).hexdigest(),
-    )
+    ), "of [config]")
 
 
 _SHIPPED_DIR = Path(str(resources.files("hybridperf") / "kernels"))

@@ -83,6 +83,10 @@ def option_cases() -> list[Case]:
         _case("options", "unknown-kernel", ["analyze", "--gpu", "titan-v", "--kernel", "no-such-kernel"]),
         _case("options", "unknown-gpu", ["analyze", "--gpu", "gtx-9999", "--kernel", "matvec"]),
         _case("options", "evaluate-holdout", ["evaluate", "sweep_ok.csv", "--split", "S3", "--holdout", "nokernel"]),
+        _case("options", "calibrate-param", ["calibrate", "sweep_ok.csv", "--gpu", "titan-v", "--param", "nope"]),
+        _case("options", "train-study-fifo", ["train", "sweep_ok.csv", "-o", "out/m.json", "--study", "fifo.json"]),
+        _case("options", "train-study-dir", ["train", "sweep_ok.csv", "-o", "out/m.json", "--study", "adir.json"]),
+        _case("options", "train-study-nodir", ["train", "sweep_ok.csv", "-o", "out/m.json", "--study", "no/s.db"]),
     ]
     return out
 
@@ -147,7 +151,7 @@ def kernel_cases() -> list[Case]:
            for n in KERNEL_VARIANTS]
     for path in ["/dev/zero", "fifo.toml", "adir.toml", "loop.toml", "missing.toml"]:
         out.append(_case("descriptor", f"analyze {path}", ["analyze", "--gpu", "titan-v", "--kernel", path]))
-    for n in ["neg_count", "neg_threads", "div_zero", "overflow", "deep_formula", "import", "deep"]:
+    for n in ["neg_count", "neg_threads", "div_zero", "overflow", "deep_formula", "import", "deep", "huge_space"]:
         out.append(_case("descriptor", f"advise kern_{n}", ["advise", "--gpu", "titan-v", "--kernel",
                                                             f"kern_{n}.toml"]))
         out.append(_case("descriptor", f"rank kern_{n}", [c if c != "matvec" else f"kern_{n}.toml" for c in RANK]))

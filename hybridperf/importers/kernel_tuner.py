@@ -25,7 +25,14 @@ from hybridperf.importers._common import (
     slug,
 )
 from hybridperf.importers._common import progress as _progress
-from hybridperf.importers._kt_format import BOOKKEEPING, ERRORS, FAILED_SENTINEL, KERNELS, OWN, TIME_COLUMNS
+from hybridperf.importers._kt_format import (
+    BOOKKEEPING,
+    ERRORS,
+    FAILED_SENTINEL,
+    KERNELS,
+    OWN,
+    TIME_COLUMNS,
+)
 from hybridperf.importers.kernel_tuner_export import export_kernel_tuner
 
 __all__ = ["FAILED_SENTINEL", "KERNELS", "export_kernel_tuner", "read_kernel_tuner"]

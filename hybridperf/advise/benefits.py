@@ -86,7 +86,8 @@ def format_advice(advice: Advice) -> str:
         lines.append(f"\n[{head}] predicted {r.t_exec_ms:.4g} ms, {r.zone}; MWP-CWP regime: {r.regime} "
                      f"(MWP {r.mwp:.3g}, CWP {r.cwp:.3g})")
         lines.append(f"  T_comp {r.t_comp_ms:.4g} ms, T_mem {r.t_mem_ms:.4g} ms, T_overlap {r.t_overlap_ms:.4g} ms, "
-                     f"T'_mem {r.t_mem_prime_ms:.4g} ms; ideal T_fp {r.t_fp_ms:.4g} ms, T_mem_min {r.t_mem_min_ms:.4g} ms")
+                     f"T'_mem {r.t_mem_prime_ms:.4g} ms; ideal T_fp {r.t_fp_ms:.4g} ms, "
+                     f"T_mem_min {r.t_mem_min_ms:.4g} ms")
         for b, (what, how) in sorted(BENEFIT_FAMILIES.items(), key=lambda kv: -np.nan_to_num(r[f"share_{kv[0]}"])):
             share = r[f"share_{b}"]
             flag = "  <-" if b in r.top.split(",") else ""

@@ -1,7 +1,6 @@
 """Importers: recorded runs in other tools' formats to validated sweep tables (and back to Kernel Tuner)."""
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import zlib
@@ -12,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from hybridperf.errors import HybridperfError, SweepError
+from hybridperf.files import file_sha256
 from hybridperf.importers.aiwc import read_aiwc
 from hybridperf.importers.kernel_tuner import export_kernel_tuner, read_kernel_tuner
 from hybridperf.importers.ktt import read_ktt
@@ -74,16 +74,6 @@ def _coerce(name: str, value: Any) -> Any:
         except ValueError:
             raise SweepError(f"option sizes={value!r}: every size needs a number, e.g. K=4096") from None
     return value
-
-
-def _sha256(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | None = None,
@@ -158,7 +148,7 @@ def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | N
         "importer": fmt,
         "importer_options": json.loads(json.dumps(options, default=str)),
         "source_path": str(source),
-        "source_sha256": _sha256(path),
+        "source_sha256": file_sha256(path) if path.is_file() else None,
         "hybridperf_version": __version__,
     })
     prov.update(provenance or {})

@@ -1,4 +1,4 @@
-"""Shared helpers of the importers: reading bytes, JSON, units, GPU names, progress, repeats."""
+"""Shared steps of the importers: reading bytes, JSON and CSV, units, GPU names, columns, repeats, provenance."""
 from __future__ import annotations
 
 import gzip
@@ -8,7 +8,7 @@ import re
 import sys
 import warnings
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -72,6 +72,19 @@ def resolve_gpu(device: str, source: str) -> str:
         except HybridperfError:
             continue
     return hint or slug(re.sub(r"^(nvidia|amd)\s+", "", device, flags=re.IGNORECASE))
+
+
+def resolve_devices(devices: Iterable[str], source: str, known: dict[str, str] | None = None,
+                    gpu: str | None = None) -> dict[str, str]:
+    """Source device name -> GPU spec stem for each name in ``devices`` not yet in ``known`` (updated).
+
+    ``gpu``, when given, is the stem of every device (the user's override).
+    """
+    out = {} if known is None else known
+    for device in devices:
+        if device not in out:
+            out[device] = gpu or resolve_gpu(device, source)
+    return out
 
 
 def time_factor(unit: str, source: str) -> float:
@@ -150,6 +163,24 @@ def require(doc: Any, key: str, kind: type | tuple[type, ...], source: str | Pat
     return value
 
 
+def require_columns(table: pd.DataFrame, names: Iterable[str], source: str | Path, fix: str,
+                    what: str = "column") -> None:
+    """A SweepError naming the first of ``names`` that ``table`` lacks, followed by ``fix``."""
+    missing = [c for c in names if c not in table.columns]
+    if missing:
+        raise SweepError(f"{source}: missing {what} {missing[0]!r}; {fix}")
+
+
+def first_non_numeric(table: pd.DataFrame, names: Iterable[str]) -> tuple[str, int] | None:
+    """The first of ``names`` present in ``table`` whose dtype is not numeric, with its count of
+    cells that are not numbers; None when every such column is numeric."""
+    for c in names:
+        if c in table.columns and not pd.api.types.is_numeric_dtype(table[c]):
+            bad = pd.to_numeric(table[c], errors="coerce").isna() & table[c].notna()
+            return c, int(bad.sum())
+    return None
+
+
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -165,8 +196,9 @@ def progress(items: Iterable[T], *, total: int | None = None, desc: str = "",
                 disable=None if enabled is None else not enabled, mininterval=0.5)
 
 
-def warn(message: str) -> None:
-    warnings.warn(message, UserWarning, stacklevel=3)
+def warn(message: str, *, depth: int = 0) -> None:
+    """A UserWarning attributed to the caller of the importer (``depth``: helper levels in between)."""
+    warnings.warn(message, UserWarning, stacklevel=3 + depth)
 
 
 def column_from_values(values: list[Any], name: str, source: str | Path) -> pd.Series:
@@ -190,6 +222,37 @@ def column_from_values(values: list[Any], name: str, source: str | Path) -> pd.S
     bad = next(v for v in present if not isinstance(v, (str, int, float)))
     raise SweepError(f"{source}: parameter {name!r} has a value of type {type(bad).__name__} ({str(bad)[:30]}); "
                      "parameters must be numbers, booleans or strings")
+
+
+def identity_columns(kernel: str, gpu: str, n: int) -> dict[str, pd.Series]:
+    """The ``kernel`` and ``gpu`` columns (strings) of ``n`` rows of one kernel on one GPU."""
+    return {"kernel": pd.Series([kernel] * n, dtype="str"), "gpu": pd.Series([gpu] * n, dtype="str")}
+
+
+def size_columns(sizes: Mapping[str, Any], n: int) -> dict[str, np.ndarray]:
+    """Constant ``size.<name>`` columns (float64) of ``n`` rows."""
+    return {f"size.{k}": np.full(n, float(v)) for k, v in sizes.items()}
+
+
+def repeat_stats(times: np.ndarray) -> dict[str, Any]:
+    """Median, sample standard deviation (ddof=1; NaN for one repeat), min and max of repeated times
+    (ms) along the last axis, under the sweep column names ``time_ms``, ``time_std_ms``..."""
+    return {"time_ms": np.median(times, axis=-1),
+            "time_std_ms": times.std(axis=-1, ddof=1) if times.shape[-1] > 1 else np.nan,
+            "time_min_ms": times.min(axis=-1), "time_max_ms": times.max(axis=-1)}
+
+
+def make_provenance(devices: Mapping[str, Any], units: Mapping[str, str], *, kernels: Mapping[str, Any] | None = None,
+                    notes: list[str] | None = None, **details: Any) -> dict[str, Any]:
+    """An importer's provenance: spec stem -> source device name, kernel -> source kernel name, units,
+    format-specific ``details`` and notes (in this key order)."""
+    prov: dict[str, Any] = {"source_devices": dict(devices)}
+    if kernels is not None:
+        prov["source_kernels"] = dict(kernels)
+    prov["units"] = dict(units)
+    prov.update(details)
+    prov["notes"] = list(notes or [])
+    return prov
 
 
 def aggregate_repeats(runs: pd.DataFrame, key: list[str], time_col: str = "time_ms") -> pd.DataFrame:

@@ -10,8 +10,11 @@ import pandas as pd
 from hybridperf.errors import SweepError
 from hybridperf.importers._common import (
     aggregate_repeats,
+    first_non_numeric,
+    make_provenance,
     read_csv,
-    resolve_gpu,
+    require_columns,
+    resolve_devices,
     slug,
     time_factor,
     warn,
@@ -26,6 +29,82 @@ GPU_DEVICES = ("titanx", "gtx1080", "gtx1080ti", "k20c", "k40c", "fiji-furyx", "
                "hawaii-r9-295x2", "polaris-rx480", "tahiti-hd7970", "firepro-s9150")
 _REQUIRED = ("application", "size", "kernel", "device", "kernel_time")
 _NOT_FEATURES = {*_REQUIRED, "total_time", "run", "invocation"}
+
+
+def _check_names(t: pd.DataFrame, source: str) -> None:
+    """Every run names its application, size, kernel and device."""
+    ids = t[list(_REQUIRED[:4])].isna()
+    if ids.any(axis=None):
+        raise SweepError(f"{source}: {int(ids.any(axis=1).sum())} rows lack "
+                         "application, size, kernel or device; fix the file")
+
+
+def _keep_devices(t: pd.DataFrame, devices: Iterable[str] | None, source: str) -> tuple[pd.DataFrame, int]:
+    """The runs recorded on ``devices`` (all when None) and how many were left out (warned)."""
+    if devices is None:
+        return t, 0
+    keep = t["device"].astype("str").isin(set(devices))
+    left_out = int((~keep).sum())
+    t = t[keep].reset_index(drop=True)
+    if left_out:
+        warn(f"{source}: left out {left_out} of {len(keep)} rows recorded on devices not in devices=", depth=1)
+    if t.empty:
+        raise SweepError(f"{source}: no rows left for devices {sorted(devices)}; check the device names")
+    return t, left_out
+
+
+def _size_classes(t: pd.DataFrame, source: str) -> pd.Series:
+    classes = t["size"].astype("str").str.strip().str.lower()
+    unknown = sorted(set(classes) - set(SIZE_CLASSES))
+    if unknown:
+        raise SweepError(f"{source}: unknown size class {unknown[0]!r} in column 'size'; "
+                         f"use {', '.join(SIZE_CLASSES)}")
+    return classes
+
+
+def _features(t: pd.DataFrame, source: str) -> list[str]:
+    """The AIWC feature columns, after checking that they and the times are numeric."""
+    numeric = ["kernel_time", *[c for c in ("total_time", "run", "invocation") if c in t.columns]]
+    features = [c for c in t.columns if c not in _NOT_FEATURES]
+    bad = first_non_numeric(t, numeric + features)
+    if bad is not None:
+        raise SweepError(f"{source}: non-numeric values in column {bad[0]!r}; AIWC features and times are numbers")
+    return features
+
+
+def _runs(t: pd.DataFrame, classes: pd.Series, gpus: dict[str, str], features: list[str],
+          factor: float) -> pd.DataFrame:
+    """One sweep-like row per run: kernel, gpu, size.*, time_ms (NaN unless positive), counters."""
+    runs = pd.DataFrame({
+        "kernel": ("aiwc-" + t["application"].astype("str").map(slug) + "-"
+                   + t["kernel"].astype("str").map(lambda k: slug(k, keep="_"))),
+        "gpu": t["device"].astype("str").map(gpus),
+        "size.class": classes.map(SIZE_CLASSES).astype("float64"),
+    })
+    if "invocation" in t.columns and t["invocation"].nunique() > 1:  # always 0 in the published data
+        runs["size.invocation"] = t["invocation"].astype("float64")
+    time = t["kernel_time"].astype("float64") * factor
+    runs["time_ms"] = time.where(time > 0)
+    if "total_time" in t.columns:
+        runs["counter.total_time_ms"] = t["total_time"].astype("float64") * factor
+    for c in features:
+        runs[f"counter.aiwc_{slug(c, keep='_').replace('-', '_')}"] = t[c].astype("float64")
+    runs["info.size_class"] = classes
+    return runs
+
+
+def _configurations(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration: median time and total_time over its runs; failed without a positive time."""
+    key = [c for c in runs.columns if c in ("kernel", "gpu") or c.startswith("size.")]
+    out = aggregate_repeats(runs, key)
+    if "counter.total_time_ms" in runs.columns:
+        total = runs.groupby(key, sort=False, dropna=False)["counter.total_time_ms"].median().reset_index()
+        out = out.drop(columns="counter.total_time_ms").merge(total, on=key, how="left")
+    bad = out["time_ms"].isna().to_numpy()
+    out["status"] = np.where(bad, "failed", "ok")
+    out["reason"] = np.where(bad, "no positive kernel_time recorded", "")
+    out["repeats"] = out["repeats"].where(~bad, pd.NA)
+    return out
 
 
 def read_aiwc(source: str | Path, *, devices: Iterable[str] | None = None, time_unit: str = "us") -> pd.DataFrame:
@@ -55,65 +134,20 @@ def read_aiwc(source: str | Path, *, devices: Iterable[str] | None = None, time_
     """
     source = str(source)
     t = read_csv(source, expected="the AIWC full_dat/rundata layout")
-    missing = [c for c in _REQUIRED if c not in t.columns]
-    if missing:
-        raise SweepError(f"{source}: missing column {missing[0]!r}; expected {', '.join(_REQUIRED)}")
+    require_columns(t, _REQUIRED, source, f"expected {', '.join(_REQUIRED)}")
     factor = time_factor(time_unit, source)
     rows_in = len(t)
-    if t[list(_REQUIRED[:4])].isna().any(axis=None):
-        raise SweepError(f"{source}: {int(t[list(_REQUIRED[:4])].isna().any(axis=1).sum())} rows lack "
-                         "application, size, kernel or device; fix the file")
-    left_out = 0
-    if devices is not None:
-        keep = t["device"].astype("str").isin(set(devices))
-        left_out = int((~keep).sum())
-        t = t[keep].reset_index(drop=True)
-        if left_out:
-            warn(f"{source}: left out {left_out} of {rows_in} rows recorded on devices not in devices=")
-        if t.empty:
-            raise SweepError(f"{source}: no rows left for devices {sorted(devices)}; check the device names")
-    classes = t["size"].astype("str").str.strip().str.lower()
-    unknown = sorted(set(classes) - set(SIZE_CLASSES))
-    if unknown:
-        raise SweepError(f"{source}: unknown size class {unknown[0]!r} in column 'size'; "
-                         f"use {', '.join(SIZE_CLASSES)}")
-    numeric = ["kernel_time", *[c for c in ("total_time", "run", "invocation") if c in t.columns]]
-    features = [c for c in t.columns if c not in _NOT_FEATURES]
-    for c in numeric + features:
-        if not pd.api.types.is_numeric_dtype(t[c]):
-            raise SweepError(f"{source}: non-numeric values in column {c!r}; AIWC features and times are numbers")
-    dev = t["device"].astype("str")
-    gpus = {d: resolve_gpu(d, source) for d in dev.unique()}
-    runs = pd.DataFrame({
-        "kernel": ("aiwc-" + t["application"].astype("str").map(slug) + "-"
-                   + t["kernel"].astype("str").map(lambda k: slug(k, keep="_"))),
-        "gpu": dev.map(gpus),
-        "size.class": classes.map(SIZE_CLASSES).astype("float64"),
-    })
-    if "invocation" in t.columns and t["invocation"].nunique() > 1:  # always 0 in the published data
-        runs["size.invocation"] = t["invocation"].astype("float64")
-    time = t["kernel_time"].astype("float64") * factor
-    runs["time_ms"] = time.where(time > 0)
-    if "total_time" in t.columns:
-        runs["counter.total_time_ms"] = t["total_time"].astype("float64") * factor
-    for c in features:
-        runs[f"counter.aiwc_{slug(c, keep='_').replace('-', '_')}"] = t[c].astype("float64")
-    runs["info.size_class"] = classes
-    key = [c for c in runs.columns if c in ("kernel", "gpu") or c.startswith("size.")]
-    out = aggregate_repeats(runs, key)
-    if "counter.total_time_ms" in runs.columns:
-        total = runs.groupby(key, sort=False, dropna=False)["counter.total_time_ms"].median().reset_index()
-        out = out.drop(columns="counter.total_time_ms").merge(total, on=key, how="left")
-    bad = out["time_ms"].isna().to_numpy()
-    out["status"] = np.where(bad, "failed", "ok")
-    out["reason"] = np.where(bad, "no positive kernel_time recorded", "")
-    out["repeats"] = out["repeats"].where(~bad, pd.NA)
-    out.attrs["provenance"] = {
-        "source_devices": {s: d for d, s in gpus.items()},
-        "source_kernels": {k: "OpenDwarfs OpenCL kernel" for k in out["kernel"].unique()},
-        "units": {"time_ms": f"ms; converted from kernel_time assumed in {time_unit} (not stated by the source); "
-                             "median over runs", "counter.total_time_ms": f"ms (from total_time in {time_unit})"},
-        "aiwc": {"source_rows": rows_in, "rows_left_out_by_device": left_out, "runs_used": len(runs)},
-        "notes": [],
-    }
+    _check_names(t, source)
+    t, left_out = _keep_devices(t, devices, source)
+    classes = _size_classes(t, source)
+    features = _features(t, source)
+    gpus = resolve_devices(t["device"].astype("str").unique(), source)
+    runs = _runs(t, classes, gpus, features, factor)
+    out = _configurations(runs)
+    out.attrs["provenance"] = make_provenance(
+        {s: d for d, s in gpus.items()},
+        {"time_ms": f"ms; converted from kernel_time assumed in {time_unit} (not stated by the source); "
+                    "median over runs", "counter.total_time_ms": f"ms (from total_time in {time_unit})"},
+        kernels={k: "OpenDwarfs OpenCL kernel" for k in out["kernel"].unique()},
+        aiwc={"source_rows": rows_in, "rows_left_out_by_device": left_out, "runs_used": len(runs)})
     return out

@@ -10,11 +10,15 @@ import pandas as pd
 from hybridperf.errors import SweepError
 from hybridperf.importers._common import (
     column_from_values,
+    identity_columns,
     is_number,
     load_json,
+    make_provenance,
     read_text,
+    repeat_stats,
     require,
     resolve_gpu,
+    size_columns,
     slug,
     time_factor,
 )
@@ -71,6 +75,92 @@ def _observed(result: dict[str, Any], grid_is_blocks: bool, source: str, where: 
     return out
 
 
+def _unit_factor(meta: dict[str, Any], time_unit: str | None, source: str) -> tuple[str, float]:
+    """The time unit (``time_unit`` over Metadata.TimeUnit) and its factor to milliseconds."""
+    unit = time_unit or meta.get("TimeUnit")
+    if unit is None:
+        raise SweepError(f"{source}: Metadata.TimeUnit is missing; pass time_unit='Microseconds' (or ns/ms/s)")
+    return unit, time_factor(unit, source)
+
+
+def _configuration(res: Any, names: list[str] | None, source: str,
+                   where: str) -> tuple[list[str], dict[str, Any]]:
+    """The parameter names and values of one result, which must name the same parameters as the earlier ones."""
+    cfg = require(res, "Configuration", list, source, where)
+    if not all(isinstance(c, dict) and isinstance(c.get("Name"), str) and "Value" in c for c in cfg):
+        raise SweepError(f"{source}: {where}: Configuration must be a list of {{Name, Value}} objects")
+    these = [c["Name"] for c in cfg]
+    if names is not None and sorted(these) != sorted(names):
+        raise SweepError(f"{source}: {where} has parameters {these} but earlier results have {names}; "
+                         "import one kernel per file")
+    return these, {c["Name"]: c["Value"] for c in cfg}
+
+
+def _duration(res: dict[str, Any], source: str, where: str) -> float:
+    """TotalDuration of an Ok result, else the sum of its kernels' Durations (source units)."""
+    dur = res.get("TotalDuration")
+    if dur is None:
+        crs = require(res, "ComputationResults", list, source, where)
+        dur = sum(cr.get("Duration", np.nan) if isinstance(cr, dict) else np.nan for cr in crs)
+    if not is_number(dur) or not dur > 0:
+        raise SweepError(f"{source}: {where}: status Ok but duration {dur!r} is not a positive number")
+    return dur
+
+
+def _group_results(results: list[Any], factor: float, grid_is_blocks: bool, source: str,
+                   progress: bool | None) -> tuple[dict[tuple[Any, ...], dict[str, Any]], list[str] | None, set[str]]:
+    """Results pooled per configuration (values, times in ms, observations, statuses), the parameter
+    names, and the KernelNames seen."""
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    names: list[str] | None = None
+    knames: set[str] = set()
+    for i, res in enumerate(_progress(results, total=len(results), desc="ktt", enabled=progress)):
+        where = f"Results[{i}]"
+        these, values = _configuration(res, names, source, where)
+        names = these if names is None else names
+        key = tuple(values[n] for n in names)
+        st = require(res, "Status", str, source, where)
+        knames.add(str(res.get("KernelName", "")))
+        g = groups.setdefault(key, {"values": values, "times": [], "observed": [], "status": [], "launch": None})
+        g["status"].append(st)
+        if STATUSES.get(st, "failed") == "ok":
+            g["times"].append(_duration(res, source, where) * factor)
+            g["observed"].append(_observed(res, grid_is_blocks, source, where))
+    return groups, names, knames
+
+
+def _row(g: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The sweep columns of one configuration and how many of its results were not Ok although others were."""
+    t = np.asarray(g["times"], dtype="float64")
+    if not len(t):
+        last = g["status"][-1]
+        return {"status": STATUSES.get(last, "failed"), "reason": f"KTT status {last}", "time_ms": np.nan,
+                "repeats": 0}, 0
+    stats = repeat_stats(t)
+    row: dict[str, Any] = {"status": "ok", "reason": "", "time_ms": stats["time_ms"], "repeats": len(t),
+                           "time_std_ms": stats["time_std_ms"], "time_min_ms": stats["time_min_ms"],
+                           "time_max_ms": stats["time_max_ms"]}
+    names_seen = dict.fromkeys(k for o in g["observed"] for k in o)
+    row.update({f"counter.{k}": float(np.median([o[k] for o in g["observed"] if k in o])) for k in names_seen})
+    return row, sum(STATUSES.get(s, "failed") != "ok" for s in g["status"])
+
+
+def _frame(values: list[dict[str, Any]], rows: list[dict[str, Any]], names: list[str], kernel: str, gpu: str,
+           sizes: dict[str, float] | None, source: str) -> pd.DataFrame:
+    """The sweep table: kernel, gpu, size.* (from ``sizes``), config.* (from ``values``), then ``rows``."""
+    n = len(rows)
+    for k, v in (sizes or {}).items():
+        if not is_number(v):
+            raise SweepError(f"{source}: size {k!r} must be a number, got {v!r}; fix sizes=")
+    cols: dict[str, Any] = identity_columns(kernel, gpu, n)
+    cols.update(size_columns(sizes or {}, n))
+    for name in names:
+        cols[f"config.{name}"] = column_from_values([v[name] for v in values], name, source)
+    df = pd.concat([pd.DataFrame(cols), pd.DataFrame(rows)], axis=1)
+    df["repeats"] = df["repeats"].replace(0, np.nan).astype("Int64")
+    return df
+
+
 def read_ktt(source: str | Path, *, kernel: str | None = None, gpu: str | None = None,
              sizes: dict[str, float] | None = None, time_unit: str | None = None,
              progress: bool | None = None) -> pd.DataFrame:
@@ -103,80 +193,23 @@ def read_ktt(source: str | Path, *, kernel: str | None = None, gpu: str | None =
     doc = load_json(read_text(source), source)
     meta = require(doc, "Metadata", dict, source)
     results = require(doc, "Results", list, source)
-    unit = time_unit or meta.get("TimeUnit")
-    if unit is None:
-        raise SweepError(f"{source}: Metadata.TimeUnit is missing; pass time_unit='Microseconds' (or ns/ms/s)")
-    factor = time_factor(unit, source)
+    unit, factor = _unit_factor(meta, time_unit, source)
     grid_is_blocks = meta.get("GlobalSizeType", "OpenCL") == "CUDA"
     device = meta.get("Device")
     gpu = gpu or resolve_gpu(device, source)
-
-    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
-    names: list[str] | None = None
-    knames: set[str] = set()
-    failed_in_ok = 0
-    for i, res in enumerate(_progress(results, total=len(results), desc="ktt", enabled=progress)):
-        where = f"Results[{i}]"
-        cfg = require(res, "Configuration", list, source, where)
-        if not all(isinstance(c, dict) and isinstance(c.get("Name"), str) and "Value" in c for c in cfg):
-            raise SweepError(f"{source}: {where}: Configuration must be a list of {{Name, Value}} objects")
-        these = [c["Name"] for c in cfg]
-        if names is None:
-            names = these
-        elif sorted(these) != sorted(names):
-            raise SweepError(f"{source}: {where} has parameters {these} but earlier results have {names}; "
-                             "import one kernel per file")
-        values = {c["Name"]: c["Value"] for c in cfg}
-        key = tuple(values[n] for n in names)
-        st = require(res, "Status", str, source, where)
-        knames.add(str(res.get("KernelName", "")))
-        g = groups.setdefault(key, {"values": values, "times": [], "observed": [], "status": [], "launch": None})
-        g["status"].append(st)
-        if STATUSES.get(st, "failed") == "ok":
-            dur = res.get("TotalDuration")
-            if dur is None:
-                crs = require(res, "ComputationResults", list, source, where)
-                dur = sum(cr.get("Duration", np.nan) if isinstance(cr, dict) else np.nan for cr in crs)
-            if not is_number(dur) or not dur > 0:
-                raise SweepError(f"{source}: {where}: status Ok but duration {dur!r} is not a positive number")
-            g["times"].append(dur * factor)
-            obs = _observed(res, grid_is_blocks, source, where)
-            g["observed"].append(obs)
-    if not groups:
+    groups, names, knames = _group_results(results, factor, grid_is_blocks, source, progress)
+    if not groups or names is None:
         raise SweepError(f"{source}: no Results recorded; check that tuning ran")
     if kernel is None:
         kname = min(knames)
         kernel = KERNELS.get(kname, "ktt-" + slug(kname, keep="_"))
-    rows = []
-    for g in groups.values():
-        t = np.asarray(g["times"], dtype="float64")
-        row: dict[str, Any] = {}
-        if len(t):
-            failed_in_ok += sum(STATUSES.get(s, "failed") != "ok" for s in g["status"])
-            row.update(status="ok", reason="", time_ms=np.median(t), repeats=len(t),
-                       time_std_ms=t.std(ddof=1) if len(t) > 1 else np.nan, time_min_ms=t.min(), time_max_ms=t.max())
-            names_seen = dict.fromkeys(k for o in g["observed"] for k in o)
-            row.update({f"counter.{k}": float(np.median([o[k] for o in g["observed"] if k in o])) for k in names_seen})
-        else:
-            last = g["status"][-1]
-            row.update(status=STATUSES.get(last, "failed"), reason=f"KTT status {last}", time_ms=np.nan, repeats=0)
-        rows.append((g["values"], row))
-    assert names is not None
-    n = len(rows)
-    cols: dict[str, Any] = {"kernel": pd.Series([kernel] * n, dtype="str"), "gpu": pd.Series([gpu] * n, dtype="str")}
-    for k, v in (sizes or {}).items():
-        if not is_number(v):
-            raise SweepError(f"{source}: size {k!r} must be a number, got {v!r}; fix sizes=")
-        cols[f"size.{k}"] = np.full(n, float(v))
-    for name in names:
-        cols[f"config.{name}"] = column_from_values([v[name] for v, _ in rows], name, source)
-    df = pd.concat([pd.DataFrame(cols), pd.DataFrame([r for _, r in rows])], axis=1)
-    df["repeats"] = df["repeats"].replace(0, np.nan).astype("Int64")
-    df.attrs["provenance"] = {
-        "source_devices": {gpu: device}, "source_kernels": {kernel: ",".join(sorted(knames))},
-        "units": {"time_ms": f"ms; converted from KTT TimeUnit {unit} (TotalDuration), median over repeated results"},
-        "ktt": {"version": meta.get("KttVersion"), "compute_api": meta.get("ComputeApi"),
-                "results": len(results), "configurations": len(groups), "failed_results_of_ok_configs": failed_in_ok},
-        "notes": [],
-    }
+    rows, failed_in_ok = zip(*(_row(g) for g in groups.values()))
+    df = _frame([g["values"] for g in groups.values()], list(rows), names, kernel, gpu, sizes, source)
+    df.attrs["provenance"] = make_provenance(
+        {gpu: device},
+        {"time_ms": f"ms; converted from KTT TimeUnit {unit} (TotalDuration), median over repeated results"},
+        kernels={kernel: ",".join(sorted(knames))},
+        ktt={"version": meta.get("KttVersion"), "compute_api": meta.get("ComputeApi"), "results": len(results),
+             "configurations": len(groups),
+             "failed_results_of_ok_configs": sum(failed_in_ok)})
     return df

@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -12,8 +11,11 @@ import pandas as pd
 from hybridperf.errors import SweepError
 from hybridperf.importers._common import (
     aggregate_repeats,
+    first_non_numeric,
+    make_provenance,
     read_csv,
-    resolve_gpu,
+    require_columns,
+    resolve_devices,
     slug,
     time_factor,
     warn,
@@ -68,13 +70,10 @@ def _files(root: Path) -> list[Path]:
     return files
 
 
-def _read_one(path: Path, ops: set[str] | None, gpu: str | None, factor: float,
-              gpus: dict[str, str]) -> tuple[pd.DataFrame, int, dict[str, set[str]]]:
+def _load(path: Path, ops: set[str] | None) -> pd.DataFrame:
+    """The rows of one file (of ``ops`` when given), each naming its op and device."""
     t = read_csv(path, expected="NeuSight's header and rows")
-    missing = [c for c in ("OPName", "Latency", "Device") if c not in t.columns]
-    if missing:
-        raise SweepError(f"{path}: missing column {missing[0]!r}; "
-                         "expected NeuSight's OPName, Latency, Device, ... layout")
+    require_columns(t, ("OPName", "Latency", "Device"), path, "expected NeuSight's OPName, Latency, Device, ... layout")
     if ops is not None:
         t = t[t["OPName"].isin(ops)].reset_index(drop=True)
     if t.empty:
@@ -83,20 +82,26 @@ def _read_one(path: Path, ops: set[str] | None, gpu: str | None, factor: float,
     if t["OPName"].isna().any() or t["Device"].isna().any():
         n = int((t["OPName"].isna() | t["Device"].isna()).sum())
         raise SweepError(f"{path}: {n} rows lack OPName or Device; fix the file")
+    return t
+
+
+def _size_names(t: pd.DataFrame, path: Path) -> list[str]:
+    """Every column NeuSight does not define as metadata is a size; they, the counters and Latency are numbers."""
     size_cols = [c for c in t.columns if c not in _COUNTERS and c not in _INFO and c not in _VERSIONS
                  and c not in ("OPName", "Latency", "Device")]
-    for c in size_cols + list(_COUNTERS) + ["Latency"]:
-        if c in t.columns and not pd.api.types.is_numeric_dtype(t[c]):
-            bad = pd.to_numeric(t[c], errors="coerce").isna() & t[c].notna()
-            raise SweepError(f"{path}: non-numeric values in column {c!r} ({int(bad.sum())} rows); "
-                             "a column NeuSight does not define is read as a size parameter")
-    ops_col, devices = t["OPName"].astype("str"), t["Device"].astype("str")
-    for d in devices.unique():
-        if d not in gpus:
-            gpus[d] = gpu or resolve_gpu(d, str(path))
+    bad = first_non_numeric(t, size_cols + list(_COUNTERS) + ["Latency"])
+    if bad is not None:
+        raise SweepError(f"{path}: non-numeric values in column {bad[0]!r} ({bad[1]} rows); "
+                         "a column NeuSight does not define is read as a size parameter")
+    return size_cols
+
+
+def _rows(t: pd.DataFrame, size_cols: list[str], gpus: dict[str, str], factor: float) -> pd.DataFrame:
+    """One row per source row: kernel, gpu, size.*, config.op (GEMM ops), time_ms (NaN unless positive)."""
+    ops_col = t["OPName"].astype("str")
     out = pd.DataFrame({
         "kernel": np.where(ops_col.isin(GEMM_OPS), "neusight-gemm", "neusight-" + ops_col.map(slug)),
-        "gpu": devices.map(gpus),
+        "gpu": t["Device"].astype("str").map(gpus),
     })
     for c in size_cols:
         out[f"size.{_SIZE_NAMES.get(c, re.sub(r'[^A-Za-z0-9_]+', '_', c).strip('_'))}"] = t[c].astype("float64")
@@ -104,6 +109,11 @@ def _read_one(path: Path, ops: set[str] | None, gpu: str | None, factor: float,
         out["config.op"] = ops_col.where(ops_col.isin(GEMM_OPS))
     latency = t["Latency"].astype("float64") * factor
     out["time_ms"] = latency.where(latency > 0)
+    return out
+
+
+def _add_counters(t: pd.DataFrame, out: pd.DataFrame) -> None:
+    """Grid, block and occupancy as counter.* (with threads per block and blocks), names as info.* (in place)."""
     present = [c for c in _COUNTERS if c in t.columns]
     for c in present:
         out[f"counter.{_COUNTERS[c]}"] = t[c].astype("float64")
@@ -114,9 +124,11 @@ def _read_one(path: Path, ops: set[str] | None, gpu: str | None, factor: float,
     for c, name in _INFO.items():
         if c in t.columns:
             out[f"info.{name}"] = t[c].astype("str").where(t[c].notna(), "")
-    if "config.op" in out.columns:
-        _gemm_config(out)
-    versions = {c: {str(v) for v in t[c].dropna().unique()} for c in _VERSIONS if c in t.columns}
+
+
+def _merge_repeats(out: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Rows with a time merged per shape (median; see aggregate_repeats), then the failed rows; and
+    how many rows the merge removed."""
     key = [c for c in out.columns if c in ("kernel", "gpu") or c.startswith(("size.", "config."))]
     failed = out[out["time_ms"].isna()]
     ok = aggregate_repeats(out[out["time_ms"].notna()], key)
@@ -125,7 +137,23 @@ def _read_one(path: Path, ops: set[str] | None, gpu: str | None, factor: float,
         failed = failed.assign(repeats=pd.array([pd.NA] * len(failed), dtype="Int64"),
                                status="failed", reason="no positive latency recorded")
     merged = int(out["time_ms"].notna().sum()) - len(ok)
-    return pd.concat([ok, failed], ignore_index=True), merged, versions
+    return pd.concat([ok, failed], ignore_index=True), merged
+
+
+def _read_one(path: Path, ops: set[str] | None, gpu: str | None, factor: float,
+              gpus: dict[str, str]) -> tuple[pd.DataFrame, int, dict[str, set[str]]]:
+    """One file's sweep rows, the rows merged, and the library versions it records; ``gpus`` (source
+    device -> spec stem) is extended with its devices."""
+    t = _load(path, ops)
+    size_cols = _size_names(t, path)
+    resolve_devices(t["Device"].astype("str").unique(), str(path), known=gpus, gpu=gpu)
+    out = _rows(t, size_cols, gpus, factor)
+    _add_counters(t, out)
+    if "config.op" in out.columns:
+        _gemm_config(out)
+    versions = {c: {str(v) for v in t[c].dropna().unique()} for c in _VERSIONS if c in t.columns}
+    frame, merged = _merge_repeats(out)
+    return frame, merged, versions
 
 
 def read_neusight(source: str | Path, *, ops: Iterable[str] | None = None, gpu: str | None = None,
@@ -176,13 +204,10 @@ def read_neusight(source: str | Path, *, ops: Iterable[str] | None = None, gpu: 
     if merged:
         warn(f"{source}: merged {merged} repeated measurements of an already-recorded shape "
              f"({rows_in} source rows -> {len(out)} rows; median, repeats = rows merged)")
-    prov: dict[str, Any] = {
-        "source_devices": {s: d for d, s in gpus.items()},
-        "source_kernels": dict.fromkeys(out["kernel"].unique(), "PyTorch op (library kernel: info.library_kernel)"),
-        "units": {"time_ms": f"ms; NeuSight 'Latency' ({time_unit}), itself a mean over NeuSight's timing loop"},
-        "neusight": {"files": len(files), "source_rows": rows_in, "merged_duplicate_rows": merged,
-                     "versions": {k: sorted(v) for k, v in versions.items()}},
-        "notes": [],
-    }
-    out.attrs["provenance"] = prov
+    out.attrs["provenance"] = make_provenance(
+        {s: d for d, s in gpus.items()},
+        {"time_ms": f"ms; NeuSight 'Latency' ({time_unit}), itself a mean over NeuSight's timing loop"},
+        kernels=dict.fromkeys(out["kernel"].unique(), "PyTorch op (library kernel: info.library_kernel)"),
+        neusight={"files": len(files), "source_rows": rows_in, "merged_duplicate_rows": merged,
+                  "versions": {k: sorted(v) for k, v in versions.items()}})
     return out

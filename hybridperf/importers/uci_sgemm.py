@@ -6,12 +6,23 @@ import re
 import warnings
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from hybridperf.errors import SweepError
-from hybridperf.importers._common import read_bytes, read_csv, resolve_gpu, time_factor
+from hybridperf.importers._common import (
+    first_non_numeric,
+    identity_columns,
+    make_provenance,
+    read_bytes,
+    read_csv,
+    require_columns,
+    resolve_gpu,
+    size_columns,
+    time_factor,
+)
 
 __all__ = ["PARAMETERS", "read_uci_sgemm"]
 
@@ -66,16 +77,13 @@ def read_uci_sgemm(source: str | Path, *, gpu: str = "gtx680", kernel: str = "cl
     if not run_cols:
         raise SweepError(f"{source}: no 'RunN (unit)' columns (have {', '.join(map(str, table.columns[:6]))}...); "
                          "expected the UCI SGEMM layout")
-    missing = [p for p in PARAMETERS if p not in params]
-    if missing:
-        raise SweepError(f"{source}: missing parameter column {missing[0]!r}; expected {', '.join(PARAMETERS)}")
+    require_columns(table, PARAMETERS, source, f"expected {', '.join(PARAMETERS)}", what="parameter column")
     factors = {time_factor(runs[c].group(2), source) for c in run_cols}  # type: ignore[union-attr]
     if len(factors) != 1:
         raise SweepError(f"{source}: the run columns use different time units; convert them to one unit first")
-    for c in params + run_cols:
-        if not pd.api.types.is_numeric_dtype(table[c]):
-            bad = pd.to_numeric(table[c], errors="coerce").isna() & table[c].notna()
-            raise SweepError(f"{source}: non-numeric values in column {c!r} ({int(bad.sum())} rows); fix the file")
+    bad = first_non_numeric(table, params + run_cols)
+    if bad is not None:
+        raise SweepError(f"{source}: non-numeric values in column {bad[0]!r} ({bad[1]} rows); fix the file")
     t = table[run_cols].to_numpy(dtype="float64") * factors.pop()
     t[~(t > 0)] = np.nan
     n_ok = (~np.isnan(t)).sum(axis=1)
@@ -88,8 +96,8 @@ def read_uci_sgemm(source: str | Path, *, gpu: str = "gtx680", kernel: str = "cl
     n = len(table)
     sizes = {"M": 2048.0, "N": 2048.0, "K": 2048.0} if sizes is None else sizes
     gpu_stem = resolve_gpu(gpu, source)
-    data = {"kernel": pd.Series([kernel] * n, dtype="str"), "gpu": pd.Series([gpu_stem] * n, dtype="str")}
-    data.update({f"size.{k}": np.full(n, float(v)) for k, v in sizes.items()})
+    data: dict[str, Any] = identity_columns(kernel, gpu_stem, n)
+    data.update(size_columns(sizes, n))
     data.update({f"config.{p}": table[p].to_numpy() for p in params})
     data.update(time_ms=median, repeats=pd.array(np.where(ok, n_ok, 0), dtype="Int64"), time_std_ms=std,
                 time_min_ms=lo, time_max_ms=hi,
@@ -97,9 +105,8 @@ def read_uci_sgemm(source: str | Path, *, gpu: str = "gtx680", kernel: str = "cl
     df = pd.DataFrame(data)
     df.loc[~ok, "repeats"] = pd.NA
     df["status"], df["reason"] = df["status"].astype("str"), df["reason"].astype("str")
-    df.attrs["provenance"] = {
-        "source_devices": {gpu_stem: "NVIDIA GeForce GTX 680"}, "source_kernels": {kernel: "gemm_fast (CLTune)"},
-        "units": {"time_ms": "ms (column headers 'RunN (ms)'); median of the runs"},
-        "notes": [f"{int((~ok).sum())} rows without a valid run"] if (~ok).any() else [],
-    }
+    df.attrs["provenance"] = make_provenance(
+        {gpu_stem: "NVIDIA GeForce GTX 680"}, {"time_ms": "ms (column headers 'RunN (ms)'); median of the runs"},
+        kernels={kernel: "gemm_fast (CLTune)"},
+        notes=[f"{int((~ok).sum())} rows without a valid run"] if (~ok).any() else [])
     return df

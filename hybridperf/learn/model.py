@@ -232,7 +232,8 @@ def fit_model(pipe: Pipeline, rows: pd.DataFrame, y: np.ndarray, *, features: pd
     intervals = None
     if est.coverage is not None:
         X = pipe.named_steps["features"].transform(rows, features=feats)
-        intervals = fit_intervals(est, X, y, rows, feats["regime"].to_numpy(), random_state=random_state)
+        intervals = fit_intervals(est, X, y, rows, feats["regime"].to_numpy(), groups=groups,
+                                  random_state=random_state)
     est.heldout_ = {}  # training-time only: not needed to predict, not saved
     return TrainedModel(pipeline=pipe, intervals=intervals)
 

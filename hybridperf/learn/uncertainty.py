@@ -8,6 +8,7 @@ import pandas as pd
 from sklearn.model_selection import GroupKFold
 
 from hybridperf.learn.domain import out_of_domain, training_domain
+from hybridperf.learn.folds import forward_shift
 from hybridperf.learn.intervals import SHIFT_BANDS, ConformalIntervals
 
 __all__ = ["CALIBRATION_ROWS", "DIFFICULTY_PREFIXES", "fit_difficulty", "fit_intervals"]
@@ -104,13 +105,42 @@ def _forward_bins(found: Found, rf: np.ndarray, shift: np.ndarray) -> None:
         _add(found, f"shift:{band}", sel[bands == band], rf[sel[bands == band]])
 
 
+def _skip_band_splits(groups: np.ndarray, skip: int, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each ordered group predicted from the groups ``skip`` or more below it: forward fits that
+    extrapolate further than the adjacent-band fits the estimator makes itself."""
+    g = np.asarray(groups, dtype=np.float64)
+    bands = np.unique(g[np.isfinite(g)])
+    out = []
+    for i in range(skip, len(bands)):
+        tr, te = np.flatnonzero(g <= bands[i - skip]), np.flatnonzero(g == bands[i])
+        if len(tr) >= 20:
+            if len(tr) > CALIBRATION_ROWS:
+                tr = np.sort(rng.choice(tr, CALIBRATION_ROWS, replace=False))
+            out.append((tr, te))
+    return out
+
+
+def _far_forward_bins(found: Found, est: Any, X: pd.DataFrame, y: np.ndarray, groups: np.ndarray | None,
+                      rng: np.random.Generator) -> None:
+    """Residuals of forward fits that skip one and two size bands, binned by their size shift."""
+    mask = getattr(est, "extrapolation_mask_", None)
+    if groups is None or mask is None or not mask.any():
+        return
+    for skip in (2, 3):
+        splits = _skip_band_splits(groups, skip, rng)
+        if splits:
+            rf = np.log(np.asarray(y, dtype=np.float64)) - est.held_out_log_predict(X, y, splits)
+            _forward_bins(found, rf, forward_shift(X.to_numpy(dtype=np.float64), mask, splits))
+
+
 def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, regimes: np.ndarray, *,
-                  random_state: int = 0) -> ConformalIntervals | None:
+                  groups: np.ndarray | None = None, random_state: int = 0) -> ConformalIntervals | None:
     """Normalised Mondrian conformal intervals for a fitted HybridRegressor (see ConformalIntervals).
 
     Residuals come from held-out fits of the estimator's own settings: its random folds (bins
     ``interp``, ``kernel:<name>``, and ``config`` / ``defaulted`` / ``regime`` for rows that showed
-    that shift with respect to their fold's training rows), its forward size-band fits (``shift:<band>``),
+    that shift with respect to their fold's training rows), its forward size-band fits and, given the
+    ordered size ``groups`` it was fitted with, forward fits that skip one and two bands (``shift:<band>``),
     leave-GPU-out fits (``gpu``) and leave-kernel-out fits (``kernel``). ``X`` is the estimator's
     design matrix of the training ``rows`` (times ``y``); ``regimes`` their MWP-CWP regime codes.
     None when the estimator kept no held-out predictions (fitted with coverage=None).
@@ -126,6 +156,7 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     _random_bins(found, r, rows, np.asarray(regimes, dtype=np.float64), held.get("fold"))
     if "forward" in held and "shift" in held:
         _forward_bins(found, logy - held["forward"], held["shift"])
+    _far_forward_bins(found, est, X, y, groups, rng)
     for name, col in (("gpu", "gpu"), ("kernel", "kernel")):
         splits = _group_splits(rows[col].astype(str).to_numpy(), rng)
         if splits:

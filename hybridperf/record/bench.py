@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -28,6 +28,7 @@ __all__ = [
     "bench_dir",
     "list_benches",
     "load_bench",
+    "scalar_env",
 ]
 
 FORMAT_VERSION = 1
@@ -173,10 +174,7 @@ class BenchSetup:
 
     def resolve(self, kernel: KernelDescriptor, values: Mapping[str, Any]) -> LaunchPlan:
         """Evaluate the launch for one configuration (scalars) of ``kernel``."""
-        env: dict[str, Any] = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in kernel.resolve(values).items()}
-        prof = kernel.profile(env)
-        for key in LAUNCH_KEYS:
-            env[key] = float(getattr(prof, key)[0])
+        env: dict[str, Any] = scalar_env(kernel, values, LAUNCH_KEYS)
         reason, _ = self.screen(env, 1)
         problems = (str(reason[0]),) if reason[0] else ()
 
@@ -199,6 +197,15 @@ class BenchSetup:
                           args=tuple(args), problems=problems)
 
 
+def scalar_env(kernel: KernelDescriptor, values: Mapping[str, Any], fields: Sequence[str]) -> dict[str, float]:
+    """One configuration of ``kernel`` as scalars: every parameter (defaults filled in) and the
+    profile ``fields`` (launch keys, counts) its formulas give there."""
+    env = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in kernel.resolve(values).items()}
+    prof = kernel.profile(env)
+    env.update({k: float(getattr(prof, k)[0]) for k in fields})
+    return env
+
+
 def bench_dir() -> Path:
     """The folder of the shipped CUDA sources and setup files (``hybridperf/kernels/cuda``)."""
     return Path(str(resources.files("hybridperf") / "kernels" / "cuda"))
@@ -219,21 +226,28 @@ def _formulas(path: Path, doc: dict[str, Any], key: str, default: tuple[str, ...
     return tuple(_formula(path, f"{key}[{i}]", t, allowed) for i, t in enumerate(raw))
 
 
-def _parse(path: Path, kernel: KernelDescriptor) -> BenchSetup:
-    raw, doc = read_document(path, RecordError, "benchmark setup", FORMAT_VERSION, _TOP)
-    if doc.get("descriptor") != kernel.name:
-        raise RecordError(f"{path}: descriptor = {doc.get('descriptor')!r} but the kernel is {kernel.name!r}")
+def _source(path: Path, doc: dict[str, Any]) -> Path:
+    """The CUDA file named by ``source`` (next to the setup file); ``entry`` must be named too."""
     for key in ("source", "entry"):
         if not isinstance(doc.get(key), str) or not doc[key]:
             raise RecordError(f"{path}: missing {key}; add {key} = \"...\"")
     source = (path.parent / doc["source"]).resolve()
     if not source.is_file():
         raise RecordError(f"{path}: CUDA source {doc['source']!r} not found next to the setup file")
+    return source
+
+
+def _defines(path: Path, doc: dict[str, Any], kernel: KernelDescriptor) -> tuple[str, ...]:
+    """The parameters passed as ``-DNAME=VALUE`` (default: the config parameters)."""
     params = set(kernel.parameters)
-    launch_env = params | set(LAUNCH_KEYS)
     defines = doc.get("defines", list(kernel.config_names))
     if not isinstance(defines, list) or any(d not in params for d in defines):
         raise RecordError(f"{path}: defines must list parameters of {kernel.name} ({', '.join(sorted(params))})")
+    return tuple(defines)
+
+
+def _buffers(path: Path, doc: dict[str, Any], launch_env: set[str]) -> tuple[Buffer, ...]:
+    """The ``[[buffers]]`` tables: unique names, known dtypes and inits, element-count formulas."""
     buffers = []
     for i, b in enumerate(doc.get("buffers", [])):
         if not isinstance(b, dict) or set(b) - {"name", "elements", "dtype", "init"} or "name" not in b:
@@ -248,18 +262,34 @@ def _parse(path: Path, kernel: KernelDescriptor) -> BenchSetup:
     names = [b.name for b in buffers]
     if len(set(names)) != len(names):
         raise RecordError(f"{path}: buffer names must be unique, got {names}")
+    return tuple(buffers)
+
+
+def _args(path: Path, doc: dict[str, Any], buffers: tuple[Buffer, ...],
+          launch_env: set[str]) -> tuple[str | ScalarArg, ...]:
+    """The kernel arguments in order: buffer names, or by-value formulas with their C type."""
+    names = [b.name for b in buffers]
     args: list[str | ScalarArg] = []
     for i, a in enumerate(doc.get("args", [])):
         if isinstance(a, str):
             if a not in names:
-                raise RecordError(f"{path}: args[{i}] names buffer {a!r}, which is not in [[buffers]] ({', '.join(names)})")
+                raise RecordError(f"{path}: args[{i}] names buffer {a!r}, which is not in [[buffers]] "
+                                  f"({', '.join(names)})")
             args.append(a)
         elif isinstance(a, dict) and set(a) == {"value", "dtype"} and a["dtype"] in DTYPES:
-            args.append(ScalarArg(value=_formula(path, f"args[{i}].value", a["value"], launch_env), dtype=a["dtype"]))
+            args.append(ScalarArg(value=_formula(path, f"args[{i}].value", a["value"], launch_env),
+                                  dtype=a["dtype"]))
         else:
-            raise RecordError(f"{path}: args[{i}] must be a buffer name or {{ value = \"formula\", dtype = \"int32\" }}")
-    checks = []
+            raise RecordError(f"{path}: args[{i}] must be a buffer name or "
+                              "{ value = \"formula\", dtype = \"int32\" }")
+    return tuple(args)
+
+
+def _ptx_checks(path: Path, doc: dict[str, Any], kernel: KernelDescriptor) -> tuple[PTXCheck, ...]:
+    """The ``[[ptx_check]]`` tables: parameter values, region, expected-count formulas, tolerance."""
+    params = set(kernel.parameters)
     check_env = params | set(PROFILE_FIELDS)
+    checks = []
     for i, c in enumerate(doc.get("ptx_check", [])):
         if not isinstance(c, dict) or set(c) - {"params", "region", "expect", "tolerance"} or "expect" not in c:
             raise RecordError(f"{path}: ptx_check[{i}] must be {{ params, region, expect, tolerance? }}")
@@ -269,12 +299,25 @@ def _parse(path: Path, kernel: KernelDescriptor) -> BenchSetup:
         expect = {k: _formula(path, f"ptx_check[{i}].expect.{k}", v, check_env) for k, v in c["expect"].items()}
         checks.append(PTXCheck(params={k: float(v) for k, v in cparams.items()}, region=str(c.get("region", "kernel")),
                                expect=expect, tolerance=float(c.get("tolerance", 0.0))))
+    return tuple(checks)
+
+
+def _parse(path: Path, kernel: KernelDescriptor) -> BenchSetup:
+    raw, doc = read_document(path, RecordError, "benchmark setup", FORMAT_VERSION, _TOP)
+    if doc.get("descriptor") != kernel.name:
+        raise RecordError(f"{path}: descriptor = {doc.get('descriptor')!r} but the kernel is {kernel.name!r}")
+    source = _source(path, doc)
+    launch_env = set(kernel.parameters) | set(LAUNCH_KEYS)
+    defines = _defines(path, doc, kernel)
+    buffers = _buffers(path, doc, launch_env)
+    args = _args(path, doc, buffers, launch_env)
+    checks = _ptx_checks(path, doc, kernel)
     return BenchSetup(
-        descriptor=kernel.name, source=source, entry=doc["entry"], defines=tuple(defines),
+        descriptor=kernel.name, source=source, entry=doc["entry"], defines=defines,
         grid=_formulas(path, doc, "grid", ("blocks",), launch_env),
         block=_formulas(path, doc, "block", ("threads_per_block",), launch_env),
         dynamic_smem_bytes=_formula(path, "dynamic_smem_bytes", doc.get("dynamic_smem_bytes", "0"), launch_env),
-        buffers=tuple(buffers), args=tuple(args), ptx_checks=tuple(checks), path=str(path),
+        buffers=buffers, args=args, ptx_checks=checks, path=str(path),
         sha256=hashlib.sha256(raw).hexdigest(),
     )
 

@@ -33,7 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench = load_bench(kernel, spec["bench"])
         open_device(int(spec.get("device", 0)))
         launch = bench.resolve(kernel, params)
-        row = PlannedRow(kernel=kernel.name, gpu="", sizes=tuple((n, params[n]) for n in kernel.size_names if n in params),
+        row = PlannedRow(kernel=kernel.name, gpu="",
+                         sizes=tuple((n, params[n]) for n in kernel.size_names if n in params),
                          config=tuple((n, params[n]) for n in kernel.config_names if n in params))
         CupyRunner(bench)(row, launch).time_ms()
     except (HybridperfError, KeyError, IndexError, ValueError) as exc:

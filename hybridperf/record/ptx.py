@@ -294,16 +294,13 @@ def run_ptx_checks(bench: BenchSetup, kernel: KernelDescriptor, *, arch: str = "
                    nvcc: str | None = None) -> list[PTXCheckResult]:
     """Compile ``bench`` for each of its ``[[ptx_check]]`` configurations and compare the static
     counts of the named region with the descriptor formulas evaluated there (docs/record.md)."""
-    import numpy as np
-
     from hybridperf.profile import PROFILE_FIELDS
+    from hybridperf.record.bench import scalar_env
 
     out: list[PTXCheckResult] = []
     compiled: dict[tuple[tuple[str, float], ...], PTXCounts] = {}
     for i, check in enumerate(bench.ptx_checks):
-        env: dict[str, float] = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in kernel.resolve(check.params).items()}
-        prof = kernel.profile(env)
-        env.update({k: float(getattr(prof, k)[0]) for k in PROFILE_FIELDS})
+        env = scalar_env(kernel, check.params, PROFILE_FIELDS)
         defines = {n: env[n] for n in bench.defines}
         key = tuple(sorted(defines.items()))
         if key not in compiled:

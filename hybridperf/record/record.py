@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from hybridperf.errors import RecordError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, load_kernel
@@ -77,6 +79,91 @@ def _open(kernel: KernelDescriptor, bench: BenchSetup, gpu: str | Path | GPUSpec
     return CupyRunner(bench), spec, device
 
 
+@dataclass(frozen=True, slots=True)
+class _Session:
+    """What recording each row needs: descriptor, setup, runner, output file, ncu and the timing stop rule."""
+
+    desc: KernelDescriptor
+    setup: BenchSetup
+    run: Runner
+    out: Path
+    ncu_exe: str | None
+    rule: dict[str, Any]
+
+
+def _descriptor(kernel: str | Path | KernelDescriptor, space: Mapping[str, Sequence[float]] | None) -> KernelDescriptor:
+    desc = load_kernel(kernel)
+    if space:
+        # Allow the requested values everywhere (planning, launch resolution) for this call.
+        desc = desc.with_space({k: tuple(float(v) for v in vals) for k, vals in space.items()
+                                if k in desc.config_names})
+    return desc
+
+
+def _output(out_path: str | Path) -> Path:
+    out = Path(out_path)
+    if not out.parent.is_dir():
+        raise RecordError(f"{out}: directory {str(out.parent)!r} does not exist; create it first")
+    return out
+
+
+def _find_ncu(ncu: bool) -> str | None:
+    """The ncu executable when ``ncu`` is asked for (an error if it is not on PATH), else None."""
+    if not ncu:
+        return None
+    from hybridperf.record.ncu import find_ncu
+
+    ncu_exe = find_ncu()
+    if ncu_exe is None:
+        raise RecordError("ncu (Nsight Compute) is not on PATH; install it or record without --ncu")
+    return ncu_exe
+
+
+def _plan(desc: KernelDescriptor, spec: GPUSpec, sizes: Mapping[str, Sequence[float]],
+          space: Mapping[str, Sequence[float]] | None, setup: BenchSetup, out: Path,
+          retry_failed: bool) -> tuple[Plan, pd.DataFrame | None]:
+    """The rows left to record and the rows of the existing file to keep (the failed rows planned
+    again are replaced by their new result)."""
+    existing = read_existing(out)
+    plan = plan_sweep(desc, spec, sizes, space, done=done_keys(existing, desc, retry_failed=retry_failed),
+                      bench=setup)
+    if existing is not None and retry_failed:
+        rerun = {r.key for r in plan.rows}
+        keep = [k is None or k not in rerun for k in existing_keys(existing, desc)]
+        existing = existing[keep].reset_index(drop=True)
+    return plan, existing
+
+
+def _record_rows(session: _Session, plan: Plan, existing: pd.DataFrame | None, provenance: dict[str, Any],
+                 flush_every: int, progress: bool) -> tuple[dict[str, int], str]:
+    """Record the planned rows in order, rewriting the file every ``flush_every`` rows and at the end;
+    returns the ok/failed/invalid counts and why recording stopped early ('' if it did not)."""
+    records: list[dict[str, Any]] = []
+    counts = {"ok": 0, "failed": 0, "invalid": 0}
+    stopped = ""
+    bar = _progress(len(plan.rows), session.desc.name, progress)
+    try:
+        for row in plan.rows:
+            bar.set_postfix_str(row.label(), refresh=False)
+            rec, lost = _record_row(row, session)
+            records.append(rec)
+            counts[rec["status"]] += 1
+            bar.update(1)
+            if lost:
+                stopped = (f"the CUDA context was lost at {row.label()} ({rec['reason']}); rerun the same "
+                           "command to resume after it")
+                break
+            if len(records) % flush_every == 0:
+                write_records(session.out, existing, records, provenance)
+    finally:
+        bar.close()
+        if records:
+            write_records(session.out, existing, records, provenance)
+        if hasattr(session.run, "close"):
+            session.run.close()
+    return counts, stopped
+
+
 def record_sweep(kernel: str | Path | KernelDescriptor, sizes: Mapping[str, Sequence[float]],
                  space: Mapping[str, Sequence[float]] | None, out_path: str | Path, *,
                  gpu: str | Path | GPUSpec | None = None, min_repeats: int = 5, max_repeats: int = 50,
@@ -140,32 +227,12 @@ def record_sweep(kernel: str | Path | KernelDescriptor, sizes: Mapping[str, Sequ
     check_repeat_settings(min_repeats, max_repeats, target_cv, warmup)
     if not isinstance(flush_every, int) or flush_every < 1:
         raise RecordError(f"flush_every must be a whole number >= 1, got {flush_every!r}")
-    desc = load_kernel(kernel)
-    if space:
-        # Allow the requested values everywhere (planning, launch resolution) for this call.
-        desc = desc.with_space({k: tuple(float(v) for v in vals) for k, vals in space.items()
-                                if k in desc.config_names})
+    desc = _descriptor(kernel, space)
     setup = load_bench(desc, bench)
-    out = Path(out_path)
-    if not out.parent.is_dir():
-        raise RecordError(f"{out}: directory {str(out.parent)!r} does not exist; create it first")
+    out = _output(out_path)
     run, spec, device = _open(desc, setup, gpu, runner)
-    ncu_exe = None
-    if ncu:
-        from hybridperf.record.ncu import find_ncu
-
-        ncu_exe = find_ncu()
-        if ncu_exe is None:
-            raise RecordError("ncu (Nsight Compute) is not on PATH; install it or record without --ncu")
-
-    existing = read_existing(out)
-    plan: Plan = plan_sweep(desc, spec, sizes, space, done=done_keys(existing, desc, retry_failed=retry_failed),
-                            bench=setup)
-    if existing is not None and retry_failed:
-        # The failed rows planned again are replaced by their new result; others stay as they are.
-        rerun = {r.key for r in plan.rows}
-        keep = [k is None or k not in rerun for k in existing_keys(existing, desc)]
-        existing = existing[keep].reset_index(drop=True)
+    ncu_exe = _find_ncu(ncu)
+    plan, existing = _plan(desc, spec, sizes, space, setup, out, retry_failed)
     from hybridperf.record.device import session_provenance
 
     provenance = merge_provenance(out, session_provenance(device, spec, {
@@ -174,54 +241,29 @@ def record_sweep(kernel: str | Path | KernelDescriptor, sizes: Mapping[str, Sequ
         "min_repeats": min_repeats, "max_repeats": max_repeats, "target_cv": target_cv, "warmup": warmup,
         "time_budget_s": time_budget_s, "ncu": bool(ncu), "timer": "CUDA events around one launch",
     }))
-    records: list[dict[str, Any]] = []
-    counts = {"ok": 0, "failed": 0, "invalid": 0}
-    stopped = ""
-    bar = _progress(len(plan.rows), desc.name, progress)
-    try:
-        for row in plan.rows:
-            bar.set_postfix_str(row.label(), refresh=False)
-            rec, lost = _record_row(row, desc, setup, run, spec, out, ncu_exe,
-                                    {"warmup": warmup, "min_repeats": min_repeats, "max_repeats": max_repeats,
-                                         "target_cv": target_cv, "time_budget_s": time_budget_s})
-            records.append(rec)
-            counts[rec["status"]] += 1
-            bar.update(1)
-            if lost:
-                stopped = (f"the CUDA context was lost at {row.label()} ({rec['reason']}); rerun the same "
-                           "command to resume after it")
-                break
-            if len(records) % flush_every == 0:
-                write_records(out, existing, records, provenance)
-    except KeyboardInterrupt:
-        stopped = "interrupted; rerun the same command to resume"
-        raise
-    finally:
-        bar.close()
-        if records:
-            write_records(out, existing, records, provenance)
-        if hasattr(run, "close"):
-            run.close()
+    rule = {"warmup": warmup, "min_repeats": min_repeats, "max_repeats": max_repeats, "target_cv": target_cv,
+            "time_budget_s": time_budget_s}
+    session = _Session(desc=desc, setup=setup, run=run, out=out, ncu_exe=ncu_exe, rule=rule)
+    counts, stopped = _record_rows(session, plan, existing, provenance, flush_every, progress)
     return RecordSummary(path=out, kernel=desc.name, gpu=Path(spec.path).stem if spec.path else spec.name,
                          total=plan.total, skipped=plan.skipped, seconds=time.monotonic() - t0,
                          stopped=stopped, **counts)
 
 
-def _record_row(row: PlannedRow, desc: KernelDescriptor, setup: BenchSetup, run: Runner, spec: GPUSpec,
-                out: Path, ncu_exe: str | None, rule: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def _record_row(row: PlannedRow, session: _Session) -> tuple[dict[str, Any], bool]:
     """Run one planned row; returns its sweep record and whether the CUDA context was lost."""
     if row.status == "invalid":
         return make_record(row), False
-    launch = setup.resolve(desc, row.params)
+    launch = session.setup.resolve(session.desc, row.params)
     try:
-        handle = run(row, launch)
+        handle = session.run(row, launch)
     except ContextLost as exc:
         return make_record(row, status="failed", reason=str(exc), counters=exc.counters), True
     except RunFailed as exc:
         return make_record(row, status="failed", reason=str(exc), counters=exc.counters), False
     counters = dict(handle.counters)
     try:
-        stats = measure(handle.time_ms, **rule)
+        stats = measure(handle.time_ms, **session.rule)
     except ContextLost as exc:
         return make_record(row, status="failed", reason=str(exc), counters=counters), True
     except RunFailed as exc:
@@ -230,14 +272,15 @@ def _record_row(row: PlannedRow, desc: KernelDescriptor, setup: BenchSetup, run:
         handle.close()
     info: dict[str, str] = {}
     if not stats.converged and stats.repeats > 1:
-        info["timing"] = f"cv {stats.cv:.3g} above target {rule['target_cv']:g} after {stats.repeats} repeats"
-    if ncu_exe is not None:
+        info["timing"] = f"cv {stats.cv:.3g} above target {session.rule['target_cv']:g} after {stats.repeats} repeats"
+    if session.ncu_exe is not None:
         from hybridperf.record.ncu import collect_ncu
 
-        stall = _stall_path(out, row)
-        res = collect_ncu(ncu_exe, setup.entry, desc.path or desc.name, setup.path, row.params, stall_csv=stall)
+        stall = _stall_path(session.out, row)
+        res = collect_ncu(session.ncu_exe, session.setup.entry, session.desc.path or session.desc.name,
+                          session.setup.path, row.params, stall_csv=stall)
         counters.update(res.counters)
         info["ncu"] = res.error or "ok"
         if res.stall_csv is not None:
-            info["stall_samples"] = str(res.stall_csv.relative_to(out.parent))
+            info["stall_samples"] = str(res.stall_csv.relative_to(session.out.parent))
     return make_record(row, stats=stats, counters=counters, info=info), False

@@ -61,7 +61,8 @@ KT_FILES = [  # path, expected (rows, ok, failed, invalid) from SOURCE.md and th
 KT_CASES = [pytest.param(p, e, marks=pytest.mark.slow) if e[0] > 5000 else (p, e) for p, e in KT_FILES]
 
 
-@pytest.mark.parametrize(("path", "expect"), KT_CASES, ids=[p.split("/")[-2] + "/" + p.split("/")[-1][:20] for p, _ in KT_FILES])
+@pytest.mark.parametrize(("path", "expect"), KT_CASES,
+                         ids=[p.split("/")[-2] + "/" + p.split("/")[-1][:20] for p, _ in KT_FILES])
 def test_kernel_tuner_caches(path, expect) -> None:
     df = import_sweep(RAW / path, "kernel-tuner", progress=False)
     assert counts(df) == expect == kt_source_counts(RAW / path)
@@ -85,7 +86,8 @@ def test_uci_sgemm_archive() -> None:
     with zipfile.ZipFile(RAW / "sgemm-uci/sgemm_product_dataset.zip") as zf:
         raw = pd.read_csv(zf.open("sgemm_product.csv"))
     assert df["time_ms"].to_numpy() == pytest.approx(np.median(raw.filter(like="Run").to_numpy(), axis=1))
-    assert df["time_ms"].min() == pytest.approx(13.29, abs=0.05) and df["time_max_ms"].max() == pytest.approx(3397.08, abs=0.1)
+    assert (df["time_ms"].min() == pytest.approx(13.29, abs=0.05)
+            and df["time_max_ms"].max() == pytest.approx(3397.08, abs=0.1))
 
 
 @pytest.mark.slow
@@ -113,7 +115,8 @@ def test_aiwc_full_dat_and_its_time_unit() -> None:
     # The unit check behind the microsecond conclusion (docs/datasets.md): GPU kernels take no less
     # than ~5 us to launch, and instruction throughput must stay near the hardware's peak.
     assert 0.005 < gpu["time_ms"].min() < 0.02
-    lud = gpu[(gpu["kernel"] == "aiwc-lud-lud_internal") & (gpu["gpu"] == "geforce-gtx-1080-ti") & (gpu["size.class"] == 3)]
+    lud = gpu[(gpu["kernel"] == "aiwc-lud-lud_internal") & (gpu["gpu"] == "geforce-gtx-1080-ti")
+              & (gpu["size.class"] == 3)]
     inst_per_s = lud["counter.aiwc_total_instruction_count"].item() / (lud["time_ms"].item() / 1e3)
     assert 1e12 < inst_per_s < 5e13  # GTX 1080 Ti: 3584 lanes x 1.58 GHz = 5.7e12 per s
 

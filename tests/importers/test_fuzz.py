@@ -97,8 +97,9 @@ def test_kernel_tuner_header(key, value, delete) -> None:
 
 @FUZZ
 @given(path=st.sampled_from([("Metadata", "TimeUnit"), ("Metadata", "Device"), ("Metadata",), ("Results",),
-                             ("r", "Status"), ("r", "Configuration"), ("r", "TotalDuration"), ("r", "ComputationResults"),
-                             ("c", "LocalSize"), ("c", "GlobalSize"), ("c", "ProfilingData"), ("c", "CompilationData")]),
+                             ("r", "Status"), ("r", "Configuration"), ("r", "TotalDuration"),
+                             ("r", "ComputationResults"), ("c", "LocalSize"), ("c", "GlobalSize"),
+                             ("c", "ProfilingData"), ("c", "CompilationData")]),
        value=json_values, delete=st.booleans(), which=st.integers(0, 11))
 def test_ktt_wrong_types_and_missing_fields(path, value, delete, which) -> None:
     doc = json.loads(SOURCES["ktt"].read_text())
@@ -116,7 +117,8 @@ def test_ktt_wrong_types_and_missing_fields(path, value, delete, which) -> None:
 
 @pytest.mark.parametrize("fmt", ["uci-sgemm", "neusight", "aiwc", "csv"])
 @FUZZ
-@given(row=st.integers(0, 6), col=st.integers(0, 40), value=st.text(max_size=6) | st.sampled_from(["", "nan", "-1", "1e400"]))
+@given(row=st.integers(0, 6), col=st.integers(0, 40),
+       value=st.text(max_size=6) | st.sampled_from(["", "nan", "-1", "1e400"]))
 def test_csv_cells_with_wrong_types(fmt, row, col, value) -> None:
     src = SOURCES.get(fmt, SOURCES["neusight"])
     lines = src.read_text().splitlines()
@@ -127,7 +129,8 @@ def test_csv_cells_with_wrong_types(fmt, row, col, value) -> None:
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
-@pytest.mark.parametrize("content", [b"", b"\n", b"   ", b"\x1f\x8b\x08\x00", b"PK\x03\x04garbage", b"{}", b"[]", b"null"])
+@pytest.mark.parametrize("content", [b"", b"\n", b"   ", b"\x1f\x8b\x08\x00", b"PK\x03\x04garbage", b"{}", b"[]",
+                                     b"null"])
 def test_empty_and_degenerate_files(fmt, content) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "in.csv"

@@ -82,7 +82,8 @@ def test_uci_sgemm_csv_and_zip(tmp_path) -> None:
     assert df["time_ms"].to_numpy() == pytest.approx(np.median(runs, axis=1))
     assert df["time_std_ms"].to_numpy() == pytest.approx(runs.std(axis=1, ddof=1))
     assert set(df["gpu"]) == {stem("gtx680")} and set(df["kernel"]) == {"clblast-xgemm"}
-    assert (df[["size.M", "size.N", "size.K"]] == 2048).all(axis=None) and len([c for c in df if c.startswith("config.")]) == 14
+    assert ((df[["size.M", "size.N", "size.K"]] == 2048).all(axis=None)
+            and len([c for c in df if c.startswith("config.")]) == 14)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("__MACOSX/._sgemm_product.csv", b"junk")
@@ -170,7 +171,8 @@ def test_plain_csv_mapping_units_and_repeats(tmp_path) -> None:
         import_sweep(tmp_path / "r.csv", "csv", mapping={"time": "time_ms", "n": "size.N", "block": "config.BLOCK"},
                      kernel="seed004-matvec", gpu="titan-v")
     with pytest.warns(UserWarning):
-        df = import_sweep(tmp_path / "r.csv", "csv", mapping={"time": "time_ms", "n": "size.N", "block": "config.BLOCK"},
+        df = import_sweep(tmp_path / "r.csv", "csv",
+                          mapping={"time": "time_ms", "n": "size.N", "block": "config.BLOCK"},
                           drop=["note"], time_unit="us", kernel="seed004-matvec", gpu="titan-v")
     assert len(df) == 3 and set(df["gpu"]) == {stem("titan-v")}
     first = df[(df["size.N"] == 1024)].iloc[0]
@@ -210,7 +212,8 @@ def test_import_to_file(tmp_path, out) -> None:
     back = read_sweep(tmp_path / out)
     pd.testing.assert_frame_equal(back, df, check_dtype=False)
     prov = back.attrs["provenance"]
-    assert prov["importer"] == "uci-sgemm" and prov["licence"] == "CC-BY-4.0" and prov["command"].startswith("hybridperf")
+    assert (prov["importer"] == "uci-sgemm" and prov["licence"] == "CC-BY-4.0"
+            and prov["command"].startswith("hybridperf"))
 
 
 def test_import_to_file_failure_writes_nothing(tmp_path) -> None:

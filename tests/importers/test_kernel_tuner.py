@@ -25,7 +25,8 @@ def source_counts(path) -> tuple[int, int, int, int]:
     kinds = []
     for e in doc["cache"].values():
         t = e.get("time", e.get(doc.get("objective", "time")))
-        kinds.append("ok" if isinstance(t, (int, float)) and t < 1e20 else "invalid" if t == "InvalidConfig" else "failed")
+        kinds.append("ok" if isinstance(t, (int, float)) and t < 1e20
+                     else "invalid" if t == "InvalidConfig" else "failed")
     return len(kinds), kinds.count("ok"), kinds.count("failed"), kinds.count("invalid")
 
 
@@ -47,7 +48,8 @@ def test_convolution_cut() -> None:
     assert (df.loc[0, "size.W"], df.loc[0, "size.H"]) == (4096, 4096)
     assert [c for c in df.columns if c.startswith("config.")] == [f"config.{k}" for k in doc["tune_params_keys"]]
     failed = df[df["status"] == "failed"]
-    assert set(failed["reason"]) <= {"RuntimeFailedConfig", "CompilationFailedConfig"} and failed["time_ms"].isna().all()
+    assert (set(failed["reason"]) <= {"RuntimeFailedConfig", "CompilationFailedConfig"}
+            and failed["time_ms"].isna().all())
     assert "counter.gflop_per_s" in df.columns
     prov = df.attrs["provenance"]
     assert prov["importer"] == "kernel-tuner" and len(prov["source_sha256"]) == 64
@@ -61,7 +63,8 @@ def test_older_schema_without_objective_and_integer_problem_size() -> None:
     assert gemm.attrs["provenance"]["kernel_tuner"]["schema_version"] == "unversioned"
     pn = import_sweep(SWEEP_FIXTURES / "kt_pnpoly_rtx3060.json", "kernel-tuner")
     assert counts(pn) == (7, 5, 2, 0) and (pn["size.N"] == 20_000_000).all()
-    named = import_sweep(SWEEP_FIXTURES / "kt_pnpoly_rtx3060.json", "kernel-tuner", size_names=["points"], kernel="my-pnpoly")
+    named = import_sweep(SWEEP_FIXTURES / "kt_pnpoly_rtx3060.json", "kernel-tuner", size_names=["points"],
+                         kernel="my-pnpoly")
     assert "size.points" in named and set(named["kernel"]) == {"my-pnpoly"}
 
 

@@ -15,7 +15,10 @@ MODULES = ["hybridperf.record", "hybridperf.record.bench", "hybridperf.record.pl
 @pytest.mark.parametrize("name", MODULES)
 def test_all_is_sorted_and_resolves(name: str) -> None:
     mod = importlib.import_module(name)
-    key = lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n)
+
+    def key(n: str) -> tuple[int, str]:
+        return (0 if n.isupper() else 1 if n[0].isupper() else 2, n)
+
     assert list(mod.__all__) == sorted(mod.__all__, key=key)
     for attr in mod.__all__:
         assert hasattr(mod, attr), attr

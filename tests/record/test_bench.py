@@ -67,7 +67,10 @@ def test_new_descriptors_evaluate_over_their_whole_space(name: str) -> None:
 
 def test_reduction_counts_follow_the_warp_arithmetic() -> None:
     k = load_kernel("bench-reduction")
-    p = lambda v, b, it=1: k.profile({"VARIANT": v, "BLOCK": b, "K6_ITERS": it, "N": 2**24})
+
+    def p(v, b, it=1):
+        return k.profile({"VARIANT": v, "BLOCK": b, "K6_ITERS": it, "N": 2**24})
+
     # K0 at 256 threads: every warp works in the 5 steps with 2s <= 32, then 1/2 + 1/4 + 1/8 of them
     assert p(0, 256).fp_insts[0] == pytest.approx(5 + 0.875)
     # K2: 3 steps with >= 32 active threads (1/2 + 1/4 + 1/8 of the warps) then 5 steps of one warp

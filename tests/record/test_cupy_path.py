@@ -80,7 +80,8 @@ def test_record_through_cupy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     assert types_ == ("ndarray", "ndarray", "ndarray", "int32")
     assert len(log["launches"]) == 2 * (2 + 5)  # warm-up + repeats, per config
     # buffers are allocated once per size and reused across configs
-    assert log["allocations"] == [("random", 65536, "float32"), ("random", 65536, "float32"), ("zeros", 65536, "float32")]
+    assert log["allocations"] == [("random", 65536, "float32"), ("random", 65536, "float32"),
+                                  ("zeros", 65536, "float32")]
     prov = read_provenance(out)["recordings"][0]
     assert prov["gpu_name"] == "NVIDIA H100 80GB HBM3" and prov["driver_version"] == "12.4"
     assert prov["cuda_runtime_version"] == "12.6" and prov["clock_mhz"] == 1980.0

@@ -24,9 +24,12 @@ from .test_record import FakeRunner
 RAW = """==PROF== Connected to process 4242 (/usr/bin/python3.11)
 ==PROF== Profiling "vecadd" - 0: 0%....50%....100% - 9 passes
 ==PROF== Disconnected from process 4242
-"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","dram__bytes_read.sum","gpu__time_duration.sum","launch__registers_per_thread","sm__warps_active.avg.pct_of_peak_sustained_active"
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device",\
+"CC","dram__bytes_read.sum","gpu__time_duration.sum","launch__registers_per_thread",\
+"sm__warps_active.avg.pct_of_peak_sustained_active"
 "","","","","","","","","","","","byte","nsecond","register/thread","%"
-"0","4242","python3.11","127.0.0.1","vecadd","1","13","(256, 1, 1)","(3907, 1, 1)","0","9.0","12,009,472","9,344","16","81.25"
+"0","4242","python3.11","127.0.0.1","vecadd","1","13","(256, 1, 1)","(3907, 1, 1)","0","9.0","12,009,472",\
+"9,344","16","81.25"
 """
 
 FAKE_NCU = r'''#!{python}
@@ -111,7 +114,8 @@ def test_record_with_ncu(fake_ncu: tuple[str, Path], tmp_path: Path, monkeypatch
                      ncu=True, progress=False)
     assert s.ok == 1
     df = read_sweep(out)
-    assert df.loc[0, "counter.gpu__time_duration.sum"] == 1 and df.loc[0, f"counter.{NCU_METRICS[-1]}"] == len(NCU_METRICS)
+    assert (df.loc[0, "counter.gpu__time_duration.sum"] == 1
+            and df.loc[0, f"counter.{NCU_METRICS[-1]}"] == len(NCU_METRICS))
     assert df.loc[0, "info.ncu"] == "ok"
     rel = df.loc[0, "info.stall_samples"]
     assert rel == "sweep.csv.stalls/seed004-vecadd__h100-sxm__N=1000000__BLOCK=256.csv"

@@ -170,7 +170,7 @@ IMPORTS: dict[str, list[tuple[str, list[str]]]] = {
     + [("ktt_ok.json", ["--option", "sizes=grid=-5"]), ("ktt_ok.json", ["--option", "sizes=grid=nan"]),
        ("ktt_ok.json", ["--option", "time_unit=parsecs"])],
     "uci-sgemm": [(f, []) for f in ("uci_bomb.zip", "uci_corrupt.zip", "uci_nocsv.zip", "uci_dupcol.csv",
-                                    "uci_negtime.csv", "empty.csv", "binary.csv")],
+                                    "empty.csv", "binary.csv")],
     "neusight": [(f, []) for f in ("neusight_empty", "neusight_bad", "empty.csv")],
     "aiwc": [(f, []) for f in ("aiwc_dupcol.csv", "aiwc_trunc.csv", "empty.csv", "binary.csv")],
     "csv": [("csv_dupcol.csv", ["--map", "n=size.N", "--map", "time=time_ms"]),
@@ -210,6 +210,9 @@ def import_cases() -> list[Case]:
                                                                             "kernel-tuner", "-o", f"out/{name}.csv"],
                          expect="ok", outputs=[f"out/{name}.csv", f"out/{name}.csv.meta.json"], check="kt_failed_row",
                          source=f"{name}.json", word=word))
+    out.append(_case("import:uci-sgemm", "negative run time", ["import", "uci_negtime.csv", "--format", "uci-sgemm",
+                                                               "-o", "out/uci_neg.parquet"], expect="ok",
+                     outputs=["out/uci_neg.parquet"], check="uci_left_out"))
     out.append(_case("import:kernel-tuner", "valid cache", ["import", "kt_ok.json", "--format", "kernel-tuner", "-o",
                                                             "out/kt_ok.csv"], expect="ok",
                      outputs=["out/kt_ok.csv", "out/kt_ok.csv.meta.json"], check="imported_kt"))

@@ -99,6 +99,16 @@ def kt_failed_row(case: dict[str, Any], result: dict[str, Any], w: Path) -> None
     assert first["time_ms"].isna().all()
 
 
+def uci_left_out(case: dict[str, Any], result: dict[str, Any], w: Path) -> None:
+    """A negative run is left out of its row's median with a warning, never silently."""
+    from hybridperf.sweepfile import read_sweep
+
+    assert "hybridperf: warning:" in result["stderr"] and "1 run times <= 0" in result["stderr"]
+    df = read_sweep(w / "out" / "uci_neg.parquet")
+    first = df.iloc[0]
+    assert first["repeats"] == 3 and first["time_ms"] == 115.87 and first["time_min_ms"] == 115.8
+
+
 def forced_link(case: dict[str, Any], result: dict[str, Any], w: Path) -> None:
     link = w / "link.json"
     assert link.is_file() and not link.is_symlink()
@@ -109,4 +119,4 @@ def forced_link(case: dict[str, Any], result: dict[str, Any], w: Path) -> None:
 
 CHECKS: dict[str, Check] = {f.__name__: f for f in (analyze_values, analyze_param, same_as_shipped, predict_rows,
                                                      predict_signed, predict_coverage, imported_csv, imported_kt,
-                                                     kt_failed_row, forced_link)}
+                                                     kt_failed_row, uci_left_out, forced_link)}

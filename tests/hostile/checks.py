@@ -114,7 +114,7 @@ def forced_link(case: dict[str, Any], result: dict[str, Any], w: Path) -> None:
     assert link.is_file() and not link.is_symlink()
     assert (w / "out" / "target.json").read_text() == "not overwritten\n"
     cache = json.loads(link.read_text())["cache"]
-    assert len(cache) == len(pd.read_csv(w / "sweep_one.csv")) == 1
+    assert len(cache) == len(pd.read_csv(w / "sweep_one.csv")) == 2
 
 
 CHECKS: dict[str, Check] = {f.__name__: f for f in (analyze_values, analyze_param, same_as_shipped, predict_rows,

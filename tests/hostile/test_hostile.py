@@ -85,8 +85,11 @@ def _write_table(found: dict[str, tuple[dict[str, Any], Path]], base: Path) -> N
     lines.append(f"| all | {len(CASES)} | peak RSS {peak / 2**20:.0f} MiB, slowest case {slow:.1f} s |")
     text = "\n".join(lines) + "\n"
     (base / "table.md").write_text(text)
-    if os.environ.get(TABLE_ENV):
+    if os.environ.get(TABLE_ENV):  # the table, and each case's exit code, time and peak memory beside it
         Path(os.environ[TABLE_ENV]).write_text(text)
+        per_case = {c["id"]: {k: found.get(c["id"], ({}, base))[0].get(k) for k in ("rc", "seconds", "peak_rss")}
+                    for c in CASES}
+        Path(os.environ[TABLE_ENV] + ".json").write_text(json.dumps(per_case, indent=1))
 
 
 def test_enough_cases() -> None:

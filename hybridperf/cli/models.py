@@ -41,10 +41,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from hybridperf.grid import parse_assignments
     from hybridperf.learn.model import load_model, predict_rows, rows_to_predict
     from hybridperf.sweep import param_columns, param_name
+    from hybridperf.sweepfile import read_rows
 
+    values = parse_assignments(args.set)  # the inputs are checked before the model is loaded
+    table = read_rows(args.rows).reset_index(drop=True) if args.rows else None
     model = load_model(args.model)
-    rows = rows_to_predict(model, rows=args.rows, kernel=args.kernel, gpu=args.gpu,
-                           values=parse_assignments(args.set))
+    rows = table if table is not None else rows_to_predict(model, kernel=args.kernel, gpu=args.gpu, values=values)
     pred = predict_rows(model, rows, coverage=args.coverage)
     cov = args.coverage or model.estimator.coverage
     params = param_columns(rows)

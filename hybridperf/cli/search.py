@@ -65,9 +65,9 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     from hybridperf.search.measure_next import suggest_next
     from hybridperf.sweepfile import read_sweep
 
+    measured = read_sweep(args.measured) if args.measured else None  # a bad file fails before the ranking
     model = _model(args)
     res = _rank(args, model)
-    measured = read_sweep(args.measured) if args.measured else None
     sug = suggest_next(model, res.rows(), measured, batch=args.batch, explore=args.explore, seed=args.seed,
                        stop_gain=args.stop_gain)
     if args.json:

@@ -19,8 +19,8 @@ from hybridperf.grid import parse_assignments, parse_values
 from hybridperf.importers import import_sweep
 from hybridperf.sweep import validate_sweep
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-IMPORT_SETTINGS = settings(SETTINGS, max_examples=60)
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+IMPORT_SETTINGS = settings(SETTINGS, max_examples=40)
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 
 

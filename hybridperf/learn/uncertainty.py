@@ -97,9 +97,9 @@ def _random_bins(found: Found, r: np.ndarray, rows: pd.DataFrame, regimes: np.nd
             _add(found, name, idx, r[idx])
 
 
-def _forward_bins(found: Found, rf: np.ndarray, shift: np.ndarray) -> None:
+def _forward_bins(found: Found, rf: np.ndarray, shift: np.ndarray, min_shift: float = 1e-9) -> None:
     """Forward (size-band) residuals, binned by how far each row extrapolated (log2 size factor)."""
-    sel = np.flatnonzero(np.isfinite(rf) & (shift > 1e-9))
+    sel = np.flatnonzero(np.isfinite(rf) & (shift > min_shift))
     bands = np.searchsorted(SHIFT_BANDS, shift[sel]) + 1
     for band in np.unique(bands):
         _add(found, f"shift:{band}", sel[bands == band], rf[sel[bands == band]])
@@ -122,15 +122,18 @@ def _skip_band_splits(groups: np.ndarray, skip: int, rng: np.random.Generator) -
 
 def _far_forward_bins(found: Found, est: Any, X: pd.DataFrame, y: np.ndarray, groups: np.ndarray | None,
                       rng: np.random.Generator) -> None:
-    """Residuals of forward fits that skip one and two size bands, binned by their size shift."""
+    """Residuals of forward fits that skip a size band, for the shifts beyond one band (log2 factor > 1):
+    those fits train on less data than the model does, so their errors at small shifts would
+    overstate the model's; at larger shifts they are the only calibration there is."""
     mask = getattr(est, "extrapolation_mask_", None)
     if groups is None or mask is None or not mask.any():
         return
-    for skip in (2, 3):
+    for skip in (2,):
         splits = _skip_band_splits(groups, skip, rng)
         if splits:
             rf = np.log(np.asarray(y, dtype=np.float64)) - est.held_out_log_predict(X, y, splits)
-            _forward_bins(found, rf, forward_shift(X.to_numpy(dtype=np.float64), mask, splits))
+            shift = forward_shift(X.to_numpy(dtype=np.float64), mask, splits)
+            _forward_bins(found, rf, shift, min_shift=SHIFT_BANDS[0])
 
 
 def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, regimes: np.ndarray, *,
@@ -140,7 +143,7 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     Residuals come from held-out fits of the estimator's own settings: its random folds (bins
     ``interp``, ``kernel:<name>``, and ``config`` / ``defaulted`` / ``regime`` for rows that showed
     that shift with respect to their fold's training rows), its forward size-band fits and, given the
-    ordered size ``groups`` it was fitted with, forward fits that skip one and two bands (``shift:<band>``),
+    ordered size ``groups`` it was fitted with, forward fits that skip a band (``shift:<band>``),
     leave-GPU-out fits (``gpu``) and leave-kernel-out fits (``kernel``). ``X`` is the estimator's
     design matrix of the training ``rows`` (times ``y``); ``regimes`` their MWP-CWP regime codes.
     None when the estimator kept no held-out predictions (fitted with coverage=None).

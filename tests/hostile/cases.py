@@ -288,7 +288,7 @@ def output_cases() -> list[Case]:
     }
     targets = {"directory": "out", "dev-full": "/dev/full", "dev-null": "/dev/null", "fifo": "fifo.csv",
                "symlink": "link.json", "missing-dir": "nodir/x.json", "dot": ".", "long-name": "out/" + "x" * 300,
-               "input": "sweep_ok.csv"}
+               "read-only": "/sys/hybridperf-out.json", "input": "sweep_ok.csv"}
     out = []
     for cmd, argv in writers.items():
         for what, target in targets.items():

@@ -6,11 +6,15 @@ __all__ = [
     "FormulaError",
     "HybridperfError",
     "InfeasibleConfigError",
+    "InputError",
+    "LimitError",
+    "OutputError",
     "RecordError",
     "SpecError",
     "SweepError",
     "UnknownGPUError",
     "UnknownKernelError",
+    "UsageError",
 ]
 
 
@@ -48,3 +52,19 @@ class SweepError(HybridperfError):
 
 class RecordError(HybridperfError):
     """Recording kernel timings failed (no GPU, no CuPy, bad benchmark setup, lost CUDA context)."""
+
+
+class UsageError(HybridperfError):
+    """A command-line option has a value outside its range (coverage, seed, counts...)."""
+
+
+class InputError(HybridperfError):
+    """An input file cannot be used: missing, a directory or device, unreadable or not text."""
+
+
+class LimitError(HybridperfError):
+    """An input is larger or deeper than hybridperf accepts (checked before the work is done)."""
+
+
+class OutputError(HybridperfError):
+    """An output path cannot or must not be written (a device, a symlink, an input of the command...)."""

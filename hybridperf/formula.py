@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import math
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -12,10 +13,11 @@ import numpy as np
 import numpy.typing as npt
 
 from hybridperf.errors import FormulaError
+from hybridperf.limits import MAX_FORMULA_DEPTH, MAX_FORMULA_NODES
 
 __all__ = ["Formula", "compile_formula"]
 
-_MAX_LEN = 2000  # keeps the parser's recursion bounded
+_MAX_LEN = 2000  # with the depth and node limits, keeps parsing, checking and evaluation bounded
 
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -79,7 +81,9 @@ def _check(node: ast.AST, where: str, text: str, allowed: frozenset[str] | None,
         return
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
-            bad = f"constant {node.value!r}"
+            bad = f"constant {str(node.value)[:20]!r}"
+        elif not _finite(node.value):
+            bad = f"constant {str(node.value)[:20]}... (not a finite float)"
     elif isinstance(node, ast.Name):
         if node.id in _FUNCS:
             bad = f"function {node.id!r} used as a value"
@@ -126,7 +130,7 @@ def _check(node: ast.AST, where: str, text: str, allowed: frozenset[str] | None,
     else:
         bad = f"syntax {type(node).__name__}"
     if bad:
-        raise FormulaError(f"{where}: {bad} is not allowed in formula {text!r}; use arithmetic only")
+        raise FormulaError(f"{where}: {bad} is not allowed in formula {text[:80]!r}; use arithmetic only")
 
 
 def compile_formula(text: str | int | float, *, where: str = "formula",
@@ -152,10 +156,36 @@ def compile_formula(text: str | int | float, *, where: str = "formula",
     try:
         tree = ast.parse(src, mode="eval")
     except SyntaxError as exc:
-        raise FormulaError(f"{where}: bad syntax in formula {src!r} ({exc.msg})") from None
+        raise FormulaError(f"{where}: bad syntax in formula {src[:80]!r} ({exc.msg})") from None
+    except (RecursionError, MemoryError):
+        raise FormulaError(f"{where}: formula {src[:40]!r}... is nested too deeply; simplify it") from None
+    _check_size(tree, where, src)
     names: set[str] = set()
     _check(tree, where, src, frozenset(allowed) if allowed is not None else None, names)
     return Formula(text=src, names=frozenset(names), tree=tree)
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _check_size(tree: ast.AST, where: str, src: str) -> None:
+    """Refuse formulas nested deeper than MAX_FORMULA_DEPTH or with more than MAX_FORMULA_NODES nodes,
+    walking the tree without recursion (the checker and the evaluator recurse)."""
+    stack, n = [(tree, 0)], 0
+    while stack:
+        node, depth = stack.pop()
+        n += 1
+        if depth > MAX_FORMULA_DEPTH:
+            raise FormulaError(f"{where}: formula {src[:40]!r}... is nested more than {MAX_FORMULA_DEPTH} levels "
+                               "deep; simplify it")
+        if n > MAX_FORMULA_NODES:
+            raise FormulaError(f"{where}: formula {src[:40]!r}... has more than {MAX_FORMULA_NODES} terms; "
+                               "simplify it")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
 def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:

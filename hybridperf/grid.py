@@ -2,70 +2,115 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from hybridperf.errors import HybridperfError
+from hybridperf.errors import HybridperfError, LimitError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, load_kernel
+from hybridperf.limits import MAX_GRID_ROWS
 from hybridperf.sweep import launch_rows
 
 __all__ = ["grid_rows", "parameter_grid", "parse_assignments", "parse_values", "single_values"]
 
-MAX_VALUES = 10_000_000
 _WORDS = {"true": "1", "false": "0"}
+_SYNTAX = ("use a number, a list 1,2,3, a range 1024:8192:1024 (start:stop:step) or a geometric range "
+           "1024:32768:x2 (start:stop:xFACTOR)")
 
 
-def parse_values(text: str) -> list[float]:
+def _number(text: str, part: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise HybridperfError(f"cannot read value {part!r}; {_SYNTAX}") from None
+    if not math.isfinite(value):
+        raise HybridperfError(f"value {part!r} is not a finite number; {_SYNTAX}")
+    return value
+
+
+def _range_count(part: str) -> tuple[float, float, str, int]:
+    """Start, stop, step text and the number of values of ``start:stop[:step]``, counted without building it."""
+    fields = part.split(":")
+    if len(fields) not in (2, 3):
+        raise HybridperfError(f"range {part!r} has {len(fields) - 1} colons; {_SYNTAX}")
+    start, stop = _number(fields[0], part), _number(fields[1], part)
+    step_s = fields[2].strip() if len(fields) == 3 else "1"
+    if step_s.lower().startswith("x"):
+        factor = _number(step_s[1:], part)
+        if factor <= 1 or start <= 0:
+            raise HybridperfError(f"geometric range {part!r} needs start > 0 and a factor > 1, e.g. 1024:32768:x2")
+        ratio = stop * (1 + 1e-12) / start
+        n = 0 if ratio < 1 else math.floor(math.log(ratio) / math.log(factor)) + 1
+        return start, stop, step_s, n
+    step = _number(step_s, part)
+    if step <= 0:
+        raise HybridperfError(f"range {part!r} needs a step > 0, e.g. 1024:8192:1024")
+    return start, stop, step_s, max(0, math.ceil((stop + step / 2 - start) / step))
+
+
+def _expand(start: float, stop: float, step_s: str) -> list[float]:
+    if step_s.lower().startswith("x"):
+        factor, out, v = float(step_s[1:]), [], start
+        while v <= stop * (1 + 1e-12):
+            out.append(v)
+            v *= factor
+        return out
+    step = float(step_s)
+    return np.arange(start, stop + step / 2, step).tolist()
+
+
+def parse_values(text: str, max_values: int = MAX_GRID_ROWS) -> list[float]:
     """Parse ``"4096"``, ``"1024,2048"``, ``"1024:8192:1024"`` (start:stop:step, inclusive) or
-    ``"1024:32768:x2"`` (geometric) into a list of numbers."""
+    ``"1024:32768:x2"`` (geometric) into a list of finite numbers.
+
+    The number of values is counted before any list is built: more than ``max_values`` is a
+    LimitError; NaN, infinities, malformed ranges (``1:2:3:4``) and empty lists are HybridperfErrors.
+    """
+    parts = text.split(",")
+    if len(parts) > max_values:
+        raise LimitError(f"value list gives {len(parts):,} values; the limit is {max_values:,}")
+    plan: list[tuple[float, float, str] | float] = []
+    total = 0
+    for part in (p.strip() for p in parts):
+        if ":" in part:
+            start, stop, step_s, n = _range_count(part)
+            plan.append((start, stop, step_s))
+        else:
+            plan.append(_number(part, part))
+            n = 1
+        total += n
+        if total > max_values:
+            raise LimitError(f"value list {text[:60]!r} gives more than {max_values:,} values; narrow the range "
+                             "or use a coarser step")
+    if total == 0:
+        raise HybridperfError(f"value list {text[:60]!r} gives no values (is stop below start?); {_SYNTAX}")
     out: list[float] = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            if ":" in part:
-                start_s, stop_s, step_s = (part.split(":") + ["1"])[:3]
-                start, stop = float(start_s), float(stop_s)
-                if step_s.startswith("x"):
-                    factor = float(step_s[1:])
-                    if factor <= 1 or start <= 0:
-                        raise ValueError
-                    v = start
-                    while v <= stop * (1 + 1e-12):
-                        out.append(v)
-                        v *= factor
-                else:
-                    step = float(step_s)
-                    if step <= 0:
-                        raise ValueError
-                    out.extend(np.arange(start, stop + step / 2, step).tolist())
-            else:
-                out.append(float(part))
-        except ValueError:
-            raise HybridperfError(
-                f"cannot read value {part!r}; use a number, a list 1,2,3, a range 1024:8192:1024 "
-                "or a geometric range 1024:32768:x2"
-            ) from None
-    if not out or len(out) > MAX_VALUES:
-        raise HybridperfError(f"value list {text!r} gives {len(out)} values; give between 1 and 10,000,000")
+    for item in plan:
+        out.extend(_expand(*item) if isinstance(item, tuple) else [item])
     return out
 
 
-def parse_assignments(items: Sequence[str], flag: str = "--set",
-                      error: type[HybridperfError] = HybridperfError) -> dict[str, list[float]]:
+def parse_assignments(items: Sequence[str], flag: str = "--set", error: type[HybridperfError] = HybridperfError,
+                      max_rows: int | None = MAX_GRID_ROWS) -> dict[str, list[float]]:
     """``["N=1024:8192:x2", "M=64"]`` -> ``{"N": [1024, 2048, 4096, 8192], "M": [64]}``.
 
     Values use :func:`parse_values` syntax (``1,2,3``, ``a:b:step``, ``a:b:xF``); ``true`` and
-    ``false`` stand for 1 and 0. A name given twice is an error (``error`` is raised, naming ``flag``).
+    ``false`` stand for 1 and 0. A name given twice is an error (``error`` is raised, naming ``flag``),
+    and so is a product of value counts (the rows of the grid) above ``max_rows`` (None: no limit on
+    the product; each list stays within :data:`~hybridperf.limits.MAX_GRID_ROWS`).
     """
     out: dict[str, list[float]] = {}
+    rows = 1
     for item in items:
         name, sep, value = item.partition("=")
         name, value = name.strip(), value.strip()
         if not sep or not name or not value:
-            raise error(f"{flag} {item!r}: write NAME=VALUES, e.g. {flag} N=1024,2048 or N=1024:8192:x2")
+            raise error(f"{flag} {item[:60]!r}: write NAME=VALUES, e.g. {flag} N=1024,2048 or N=1024:8192:x2")
+        if not name.isidentifier():
+            raise error(f"{flag} {item[:60]!r}: {name[:40]!r} is not a parameter name; write NAME=VALUES, e.g. N=1024")
         if name in out:
             raise error(f"{flag}: {name} is given twice; give all its values once, e.g. {name}=1,2,3")
         value = ",".join(_WORDS.get(v.strip().lower(), v.strip()) for v in value.split(","))
@@ -73,12 +118,21 @@ def parse_assignments(items: Sequence[str], flag: str = "--set",
             out[name] = parse_values(value)
         except HybridperfError as exc:
             raise error(f"{flag} {name}: {exc}") from None
+        rows *= len(out[name])
+        if max_rows is not None and rows > max_rows:
+            raise error(f"{flag}: the values give {rows:,} combinations or more, over the limit of {max_rows:,}; "
+                        "give fewer values")
     return out
 
 
-def parameter_grid(values: Mapping[str, Sequence[float]]) -> pd.DataFrame:
-    """Cartesian product of parameter value lists, one column per parameter."""
+def parameter_grid(values: Mapping[str, Sequence[float]], max_rows: int = MAX_GRID_ROWS) -> pd.DataFrame:
+    """Cartesian product of parameter value lists, one column per parameter (at most ``max_rows`` rows,
+    counted before the product is built)."""
     names = list(values)
+    n_rows = math.prod(len(values[n]) for n in names)
+    if n_rows > max_rows:
+        raise LimitError(f"the parameter values give {n_rows:,} combinations, over the limit of {max_rows:,}; "
+                         "give fewer values")
     rows = list(itertools.product(*(values[n] for n in names))) if names else [()]
     return pd.DataFrame(np.asarray(rows, dtype=np.float64).reshape(len(rows), len(names)), columns=names)
 

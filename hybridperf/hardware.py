@@ -25,6 +25,20 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+# Largest value a spec field may hold: far above any real GPU (bandwidths ~1e4 GB/s, clocks ~1e3 MHz,
+# peak rates ~1e6 GFLOP/s); it keeps sums and products of spec values finite.
+MAX_SPEC_VALUE = 1e12
+MAX_LIMIT_VALUE = 2**31 - 1
+
+
+def _in_range(v: Any, hi: float) -> bool:
+    """A real number (not bool) in [0, hi]; False for NaN, infinities and integers too large for a float."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return 0 <= float(v) <= hi
+    except OverflowError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +77,10 @@ class CCLimits:
             )
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.type == "int" and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            if f.type == "int" and (not isinstance(v, int) or not _in_range(v, MAX_LIMIT_VALUE)):
                 raise SpecError(
-                    f"compute capability {self.compute_capability}: {f.name} must be a "
-                    f"non-negative integer, got {v!r}"
+                    f"compute capability {self.compute_capability}: {f.name} must be an integer from 0 to "
+                    f"{MAX_LIMIT_VALUE}, got {str(v)[:30]}"
                 )
 
 
@@ -120,8 +134,9 @@ class GPUSpec:
     def __post_init__(self) -> None:
         for key in SPEC_KEYS + MODEL_KEYS:
             v = getattr(self, key)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
-                raise SpecError(f"{self.path or self.name}: {key} must be a positive number, got {v!r}")
+            if not _in_range(v, MAX_SPEC_VALUE) or not v > 0:
+                raise SpecError(f"{self.path or self.name}: {key} must be a positive finite number up to "
+                                f"{MAX_SPEC_VALUE:g}, got {str(v)[:30]}")
 
     @property
     def warp_size(self) -> int:
@@ -201,8 +216,10 @@ def _values(path: Path, doc: dict[str, Any], section: str, keys: tuple[str, ...]
                 f"{path}: {section}.{key} must be {{ value = ..., source = \"...\" }}, got {entry!r}"
             )
         value, source = entry["value"], entry["source"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise SpecError(f"{path}: {section}.{key} value must be a non-negative number, got {value!r}")
+        hi = MAX_LIMIT_VALUE if section == "limits" else MAX_SPEC_VALUE
+        if not _in_range(value, hi):
+            raise SpecError(f"{path}: {section}.{key} value must be a finite number from 0 to {hi:g}, "
+                            f"got {str(value)[:30]}")
         if not isinstance(source, str) or not source.strip():
             raise SpecError(f"{path}: {section}.{key} needs a non-empty source (datasheet, table, 'calibrated'...)")
         values[key] = value
@@ -230,6 +247,9 @@ def _parse_gpu(path: Path) -> GPUSpec:
     except SpecError as exc:
         raise SpecError(f"{path}: compute_capability: {exc}") from None
     overrides, s3 = _values(path, doc, "limits", _CC_INT_KEYS, required=False)
+    for key, value in overrides.items():
+        if not float(value).is_integer():
+            raise SpecError(f"{path}: limits.{key} must be a whole number, got {value!r}")
     limits = dataclasses.replace(base, **{k: int(v) for k, v in overrides.items()}) if overrides else base
     for key in ("sm_count", "fp32_lanes_per_sm", "sfu_per_sm"):
         if not float(spec[key]).is_integer():

@@ -20,6 +20,7 @@ import pandas as pd
 from hybridperf.arrays import FloatArray
 from hybridperf.errors import DescriptorError, UnknownKernelError
 from hybridperf.formula import Formula, compile_formula
+from hybridperf.limits import MAX_SPACE_ROWS
 from hybridperf.profile import (
     LAUNCH_KEYS,
     OPTIONAL_COUNTS,
@@ -147,7 +148,21 @@ class KernelDescriptor:
         bad = [k for k, v in profile_values.items() if not np.all(np.isfinite(v))]
         if bad:
             raise DescriptorError(f"{self.path or self.name}: {bad[0]} is not finite for some rows (division by zero?)")
+        negative = [k for k, v in profile_values.items() if np.any(np.asarray(v) < 0)]
+        if negative:
+            raise DescriptorError(self._negative_message(negative[0], env))
         return KernelProfile.from_values(**profile_values)
+
+    def _negative_message(self, key: str, env: Mapping[str, Any]) -> str:
+        """Name the field, its value and the parameters of the first row where a formula gives a negative value."""
+        arrays = np.broadcast_arrays(*(np.atleast_1d(np.asarray(env[k], dtype=np.float64))
+                                       for k in (key, *self.parameters)))
+        i = int(np.flatnonzero(arrays[0] < 0)[0])
+        at = ", ".join(f"{name}={a[i]:g}" for name, a in zip(self.parameters, arrays[1:]))
+        section = "launch" if key in LAUNCH_KEYS else "counts"
+        return (f"{self.path or self.name}: [{section}].{key} is negative ({arrays[0][i]:g}) at "
+                f"{at or 'the defaults'}; counts, sizes and launch values must be >= 0: fix the formula or the "
+                "parameter bounds")
 
     def _formula(self, key: str) -> Formula:
         return self.launch[key] if key in self.launch else self.counts[key]
@@ -180,7 +195,7 @@ class KernelDescriptor:
                 raise DescriptorError(f"{self.name}: --space names unknown config parameter {name!r}")
         config = tuple(dataclasses.replace(p, values=tuple(overrides[p.name])) if p.name in overrides else p
                        for p in self.config)
-        return dataclasses.replace(self, config=config)
+        return _check_space(dataclasses.replace(self, config=config), "with --space")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,8 +209,12 @@ _PARAM_KEYS = {"default", "values", "min", "max", "description"}
 def _num(path: Path, where: str, v: Any) -> float:
     if isinstance(v, bool):
         return float(v)
-    if not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise DescriptorError(f"{path}: {where} must be a number, got {v!r}")
+    try:
+        ok = isinstance(v, (int, float)) and math.isfinite(float(v))
+    except OverflowError:
+        ok = False
+    if not ok:
+        raise DescriptorError(f"{path}: {where} must be a finite number, got {str(v)[:30]}")
     return float(v)
 
 
@@ -268,6 +287,16 @@ def _constraints(path: Path, doc: dict[str, Any], allowed: set[str]) -> tuple[Fo
                  for i, c in enumerate(cons))
 
 
+def _check_space(desc: KernelDescriptor, where: str) -> KernelDescriptor:
+    """Refuse a configuration space larger than MAX_SPACE_ROWS (counted, not built): ranking streams it in
+    chunks, but at about 300,000 configurations a second per core a larger one would not finish."""
+    n = desc.space_size()
+    if n > MAX_SPACE_ROWS:
+        raise DescriptorError(f"{desc.path or desc.name}: the configuration space {where} has {n:.3g} configurations, "
+                              f"over the limit of {MAX_SPACE_ROWS:.3g}; give fewer config values")
+    return desc
+
+
 def _strings(path: Path, doc: dict[str, Any], key: str, what: str) -> tuple[str, ...]:
     items = doc.get(key, [])
     if not isinstance(items, list) or not all(isinstance(a, str) and a for a in items):
@@ -286,13 +315,13 @@ def _parse_kernel(path: Path) -> KernelDescriptor:
         raise DescriptorError(f"{path}: parameter {sorted(dup)[0]!r} is both a size and a config parameter")
     params = {p.name for p in sizes + config}
     launch, counts = _formulas(path, doc, params)
-    return KernelDescriptor(
+    return _check_space(KernelDescriptor(
         name=name, sizes=sizes, config=config, launch=launch, counts=counts,
         constraints=_constraints(path, doc, params), aliases=_strings(path, doc, "aliases", "names"),
         matches=_strings(path, doc, "matches", "glob patterns such as \"aiwc-*\""),
         description=str(doc.get("description", "")),
         source=str(doc.get("source", "")), path=str(path), sha256=hashlib.sha256(raw).hexdigest(),
-    )
+    ), "of [config]")
 
 
 _SHIPPED_DIR = Path(str(resources.files("hybridperf") / "kernels"))

@@ -308,6 +308,9 @@ def _validate(df: pd.DataFrame, source: str, kernels: set[str] | None, gpus: set
     for c in list(out.columns):
         if c.startswith(("size.", "counter.")):
             out[c] = _finite(out, c, source)
+            if c.startswith("size."):
+                _check(source, (out[c] < 0).to_numpy(dtype=bool, na_value=False), f"negative values in {c!r}",
+                       "problem sizes are counts >= 0: fix the value or the importer's sizes= option")
         elif c.startswith("config."):
             out[c] = _config(out, c, source)
     key = ["kernel", "gpu", *param_columns(out, "size."), *param_columns(out, "config.")]

@@ -6,6 +6,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hybridperf.errors import HybridperfError
+from hybridperf.inputs import read_input
+from hybridperf.limits import MAX_TOML_BYTES, MAX_TOML_DEPTH
+
 T = TypeVar("T")
 
 __all__ = ["load_folder", "read_document", "read_toml"]
@@ -14,17 +18,36 @@ __all__ = ["load_folder", "read_document", "read_toml"]
 def read_toml(path: Path, error: type[Exception], what: str = "file") -> tuple[bytes, dict[str, Any]]:
     """Raw bytes (for hashing) and parsed document of a TOML file.
 
-    Raises ``error`` (a HybridperfError subclass) naming the path when the file cannot be read or
-    is not valid UTF-8 TOML.
+    Raises ``error`` (a HybridperfError subclass) naming the path when the file cannot be read, is
+    not a regular file of at most :data:`~hybridperf.limits.MAX_TOML_BYTES`, is not valid UTF-8 TOML,
+    or nests tables and arrays deeper than :data:`~hybridperf.limits.MAX_TOML_DEPTH`.
     """
+    raw = read_input(path, error=_as_hybridperf(error), what=what, max_bytes=MAX_TOML_BYTES, decompress=False)
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise error(f"{path}: cannot read {what} ({exc.strerror}); check the path") from None
-    try:
-        return raw, tomllib.loads(raw.decode("utf-8"))
+        doc = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise error(f"{path}: not valid TOML ({exc}); fix the syntax") from None
+        raise error(f"{path}: not valid TOML ({' '.join(str(exc).split())[:160]}); fix the syntax") from None
+    except RecursionError:
+        raise error(f"{path}: tables or arrays nested too deeply; the limit is {MAX_TOML_DEPTH} levels") from None
+    _check_depth(doc, path, error)
+    return raw, doc
+
+
+def _as_hybridperf(error: type[Exception]) -> type[HybridperfError]:
+    return error if issubclass(error, HybridperfError) else HybridperfError
+
+
+def _check_depth(doc: Any, path: Path, error: type[Exception]) -> None:
+    """Refuse documents nested deeper than MAX_TOML_DEPTH (walked without recursion)."""
+    stack = [(doc, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_TOML_DEPTH:
+            raise error(f"{path}: tables or arrays nested more than {MAX_TOML_DEPTH} levels deep; flatten them")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
 
 
 def load_folder(folder: Path, parse: Callable[[Path], T], names: Callable[[T], Iterable[str]],

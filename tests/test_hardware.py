@@ -82,7 +82,7 @@ def test_missing_value_and_source(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="spec.sm_count must be"):
         load_gpu(p)
     p.write_text(re.sub(r'(sm_count\s*=\s*\{\s*value\s*=\s*)\d+', r'\g<1>-3', text, count=1))
-    with pytest.raises(SpecError, match="spec.sm_count value must be a non-negative number"):
+    with pytest.raises(SpecError, match="spec.sm_count value must be a finite number from 0"):
         load_gpu(p)
     p.write_text(re.sub(r"\n\s*sm_count\s*=.*", "", text, count=1))
     with pytest.raises(SpecError, match="missing spec.sm_count"):

@@ -11,6 +11,8 @@ import pandas as pd
 
 from hybridperf.analytical.mwp_cwp import REGIMES
 from hybridperf.analytical.run import analyze
+from hybridperf.errors import HybridperfError
+from hybridperf.files import atomic_write
 from hybridperf.hardware import GPUSpec
 from hybridperf.kernel import KernelDescriptor
 
@@ -117,6 +119,12 @@ def benefit_chart(advice: Advice, path: str | Path, row: int = 0) -> Path:
     import matplotlib.pyplot as plt
 
     t = advice.table
+    if not 0 <= row < len(t):
+        raise HybridperfError(f"row {row} does not exist: the advice has {len(t)} row(s); pick --row 0 to {len(t) - 1}")
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".") or "png"
+    if fmt not in ("png", "svg", "pdf"):
+        raise HybridperfError(f"{path}: unknown chart format {fmt!r}; name the file .png, .svg or .pdf")
     r = t.iloc[row]
     fig, ax = plt.subplots(figsize=(6.4, 5.6))
     ok = t[advice.feasible]
@@ -154,9 +162,10 @@ def benefit_chart(advice: Advice, path: str | Path, row: int = 0) -> Path:
     ax.set_title(f"{advice.kernel.name} on {advice.gpu.name}\n{params}", fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format=fmt))
+    finally:
+        plt.close(fig)
     return path
 
 

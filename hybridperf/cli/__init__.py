@@ -10,7 +10,7 @@ __all__ = ["build_parser", "main"]
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # exit 2 with a one-line message, as for bad data
-        self.exit(2, f"hybridperf: error: {message}\n")
+        self.exit(2, f"hybridperf: error: {' '.join(message.split())}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,21 +27,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``hybridperf`` command; returns the exit code."""
-    args = build_parser().parse_args(argv)
-    if hasattr(args, "argv"):
-        args.argv = list(argv) if argv is not None else None
-    from hybridperf.errors import HybridperfError
+    """Entry point of the ``hybridperf`` command; returns the exit code.
+
+    Exit codes: 0 success, 1 a command's own "not all good" (``reproduce``, a stopped ``record``),
+    2 bad input or usage (one ``hybridperf: error: ...`` line naming the fix), 70 an internal error
+    (one line; ``--debug`` shows the traceback), 130 interrupted (SIGINT), 143 terminated (SIGTERM).
+    Temporary files of unfinished writes are removed before exiting.
+    """
+    from hybridperf.cli.runtime import run_command
 
     try:
-        return int(args.func(args))
-    except HybridperfError as exc:
-        if args.debug:
-            raise
-        print(f"hybridperf: error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # usage errors (exit 2, one line) and --help (exit 0)
+        return exc.code if isinstance(exc.code, int) else 2
+    if hasattr(args, "argv"):
+        args.argv = list(argv) if argv is not None else None
+    return run_command(args)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any) -> None:
     from hybridperf.analytical.run import MODELS
+    from hybridperf.cli import argtypes as t
 
     s = sub.add_parser("analyze", help="every analytical model's time and terms for a launch or a grid")
     s.add_argument("--gpu", required=True, help="shipped GPU name/alias or a spec TOML path")
@@ -93,12 +94,14 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--kernel", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES", help=_SET_HELP)
     s.add_argument("--chart", help="write the benefit X-Y chart (seed 000 Fig. 4) as PNG")
-    s.add_argument("--row", type=int, default=0, help="which row the chart shows")
-    s.add_argument("--samples", help="per-instruction stall samples: plain CSV or an ncu source-page SASS export")
+    s.add_argument("--row", type=t.non_negative_int, default=0, help="which row the chart shows")
+    s.add_argument("--force", action="store_true", help="replace the chart even where it is a symbolic link")
+    s.add_argument("--samples", type=t.input_file,
+                   help="per-instruction stall samples: plain CSV or an ncu source-page SASS export")
     s.add_argument("--sample-kernel", help="which kernel of a multi-kernel ncu export")
-    s.add_argument("--threads-per-block", type=int, help="GPA: override the descriptor's threads per block")
-    s.add_argument("--blocks", type=int, help="GPA: override the descriptor's blocks")
-    s.add_argument("--active-warps", type=float, help="GPA: override active warps per SM (occupancy)")
-    s.add_argument("--top", type=int, default=5, help="GPA: suggestions to show")
+    s.add_argument("--threads-per-block", type=t.positive_int, help="GPA: override the descriptor's threads per block")
+    s.add_argument("--blocks", type=t.positive_int, help="GPA: override the descriptor's blocks")
+    s.add_argument("--active-warps", type=t.positive_float, help="GPA: override active warps per SM (occupancy)")
+    s.add_argument("--top", type=t.positive_int, default=5, help="GPA: suggestions to show")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_advise)

@@ -61,19 +61,23 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
+    from hybridperf.cli import argtypes as t
+
     s = sub.add_parser("import", help="convert recorded runs (Kernel Tuner, KTT, UCI SGEMM, NeuSight, AIWC, CSV) "
                                       "to a sweep")
-    s.add_argument("source", help="file (or folder for neusight) to import")
+    s.add_argument("source", type=t.input_path, help="file (or folder for neusight) to import")
     s.add_argument("--format", required=True, choices=["kernel-tuner", "ktt", "uci-sgemm", "neusight", "aiwc", "csv"])
     s.add_argument("-o", "--output", required=True, help="sweep to write (.parquet, .csv or .csv.gz)")
     s.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="importer option, e.g. gpu=rtx-a4000, kernel=..., time_unit=us (repeatable)")
     s.add_argument("--map", action="append", metavar="SRC=DST", help="csv: column mapping, e.g. n=size.N")
+    s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
     s.set_defaults(func=cmd_import)
 
     s = sub.add_parser("export", help="write sweeps as a Kernel Tuner cache JSON (to replay picks in Kernel Tuner)")
     s.add_argument("data", nargs="+")
     s.add_argument("-o", "--output", required=True)
+    s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
     s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("record", help="time a kernel's sizes x configurations on this machine's NVIDIA GPU (CuPy)")
@@ -82,12 +86,14 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="config values (default: the descriptor's)")
     s.add_argument("-o", "--output", required=True, help="sweep file; rows already there are skipped (resume)")
     s.add_argument("--gpu", help="GPU spec to record under (default: matched from the device)")
-    s.add_argument("--bench", help="benchmark setup TOML (default: the shipped one for the kernel)")
-    s.add_argument("--min-repeats", type=int, default=5)
-    s.add_argument("--max-repeats", type=int, default=50)
-    s.add_argument("--target-cv", type=float, default=0.02, help="stop repeating below this coefficient of variation")
-    s.add_argument("--warmup", type=int, default=3)
+    s.add_argument("--bench", type=t.input_file, help="benchmark setup TOML (default: the shipped one for the kernel)")
+    s.add_argument("--min-repeats", type=t.count(100_000), default=5)
+    s.add_argument("--max-repeats", type=t.count(100_000), default=50)
+    s.add_argument("--target-cv", type=t.positive_float, default=0.02,
+                   help="stop repeating below this coefficient of variation")
+    s.add_argument("--warmup", type=t.count(100_000, lo=0), default=3)
     s.add_argument("--ncu", action="store_true", help="also collect Nsight Compute metrics and stall samples")
     s.add_argument("--retry-failed", action="store_true", help="run rows recorded as failed again")
+    s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_record)

@@ -41,10 +41,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from hybridperf.grid import parse_assignments
     from hybridperf.learn.model import load_model, predict_rows, rows_to_predict
     from hybridperf.sweep import param_columns, param_name
+    from hybridperf.sweepfile import read_rows
 
+    values = parse_assignments(args.set)  # the inputs are checked before the model is loaded
+    table = read_rows(args.rows).reset_index(drop=True) if args.rows else None
     model = load_model(args.model)
-    rows = rows_to_predict(model, rows=args.rows, kernel=args.kernel, gpu=args.gpu,
-                           values=parse_assignments(args.set))
+    rows = table if table is not None else rows_to_predict(model, kernel=args.kernel, gpu=args.gpu, values=values)
     pred = predict_rows(model, rows, coverage=args.coverage)
     cov = args.coverage or model.estimator.coverage
     params = param_columns(rows)
@@ -109,6 +111,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any) -> None:
     from hybridperf.analytical.run import TIME_MODELS
+    from hybridperf.cli import argtypes as t
     from hybridperf.evaluation.splits import SPLITS
     from hybridperf.learn.calibrate import DEFAULT_BOUNDS
     from hybridperf.learn.modes import MODES
@@ -119,21 +122,25 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--baseline", default="auto", choices=["auto", "none", *TIME_MODELS])
     s.add_argument("--mode", default="hybrid", choices=list(MODES))
     s.add_argument("--kernel", action="append", help="train on these kernels only (repeatable)")
-    s.add_argument("--tune", type=int, default=0, metavar="N", help="optuna trials to tune the booster first")
-    s.add_argument("--study", help="SQLite file to store/resume the optuna study")
-    s.add_argument("--coverage", type=float, default=0.9, help="nominal coverage of the prediction intervals")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--tune", type=t.non_negative_int, default=0, metavar="N",
+                   help="optuna trials to tune the booster first")
+    s.add_argument("--study", type=t.state_file, help="SQLite file to store/resume the optuna study")
+    s.add_argument("--coverage", type=t.probability, default=0.9,
+                   help="nominal coverage of the prediction intervals, in (0, 1)")
+    s.add_argument("--seed", type=t.seed, default=0)
     s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
     s.set_defaults(func=cmd_train, argv=None)
 
     s = sub.add_parser("predict", help="predict times (with interval, regime, out-of-domain flag) for unseen sizes")
-    s.add_argument("-m", "--model", required=True, help="model file from 'hybridperf train'")
+    s.add_argument("-m", "--model", required=True, type=t.model_file, help="model file from 'hybridperf train'")
     s.add_argument("--kernel", help="descriptor name or path (default: the model's only kernel)")
     s.add_argument("--gpu", help="GPU name or spec path (default: the model's only GPU)")
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES",
                    help="parameter values: 4096 | 1024,2048 | 1024:8192:1024 | 1024:32768:x2 (repeatable)")
-    s.add_argument("--rows", help="CSV/Parquet of rows to predict (kernel, gpu, size.*, config.* columns)")
-    s.add_argument("--coverage", type=float, help="interval coverage (default: the model's)")
+    s.add_argument("--rows", type=t.input_file,
+                   help="CSV/Parquet of rows to predict (kernel, gpu, size.*, config.* columns)")
+    s.add_argument("--coverage", type=t.probability, help="interval coverage in (0, 1) (default: the model's)")
     fmt = s.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
@@ -141,14 +148,17 @@ def add_commands(sub: Any) -> None:
 
     s = sub.add_parser("evaluate", help="a split's accuracy: analytical, calibrated, boosting and hybrid side by side")
     s.add_argument("data", nargs="*", help="sweep files or dataset names (default: the model's training data)")
-    s.add_argument("-m", "--model", help="take booster parameters (and default data) from this model")
+    s.add_argument("-m", "--model", type=t.model_file,
+                   help="take booster parameters (and default data) from this model")
     s.add_argument("--split", required=True, choices=list(SPLITS))
     s.add_argument("--kernel", action="append", help="evaluate on these kernels only (repeatable)")
-    s.add_argument("--train-max-size", type=float, help="S2: train on sizes <= this (default: 1/4 of the largest)")
+    s.add_argument("--train-max-size", type=t.positive_float,
+                   help="S2: train on sizes <= this (default: 1/4 of the largest)")
     s.add_argument("--holdout", help="S3/S4: the kernel or GPU left out")
-    s.add_argument("--calibration-runs", type=int, help="S4: runs of the held-out GPU moved into training")
-    s.add_argument("--budget", type=float, help="S5: fraction of the sweep measured (default 0.01)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--calibration-runs", type=t.positive_int, help="S4: runs of the held-out GPU moved into training")
+    s.add_argument("--budget", type=t.size_fraction, help="S5: fraction of the sweep measured, in (0, 1] "
+                   "(default 0.01)")
+    s.add_argument("--seed", type=t.seed, default=0)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_evaluate)
 
@@ -158,6 +168,7 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--model", default="mwp-cwp", choices=list(DEFAULT_BOUNDS))
     s.add_argument("--param", action="append", help="parameters to fit (default: all the model reads)")
     s.add_argument("-o", "--output", help="write the calibrated spec TOML here")
+    s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
     s.set_defaults(func=cmd_calibrate)
 
 

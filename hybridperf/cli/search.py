@@ -12,18 +12,29 @@ __all__ = ["add_commands"]
 
 def _rank(args: argparse.Namespace, model: Any) -> Any:
     from hybridperf.grid import parse_assignments, single_values
+    from hybridperf.limits import MAX_SPACE_ROWS
     from hybridperf.search.rank import rank_configs
 
-    space = {k: tuple(v) for k, v in parse_assignments(args.space or [], "--space").items()}
-    client = None
-    if args.dask:
-        from distributed import Client
-
-        client = Client(args.dask)
+    space = {k: tuple(v) for k, v in parse_assignments(args.space or [], "--space", max_rows=MAX_SPACE_ROWS).items()}
+    client = _dask_client(args.dask) if args.dask else None
     return rank_configs(model, args.kernel, args.gpu, single_values(parse_assignments(args.set)),
                         space_overrides=space or None, top=args.top, screen_bandwidth=args.screen_bandwidth,
                         pareto=not args.no_pareto, chunk_rows=args.chunk_rows, progress=progress_enabled(args),
                         client=client)
+
+
+def _dask_client(address: str) -> Any:
+    from hybridperf.errors import UsageError
+
+    try:
+        from distributed import Client
+    except ImportError:
+        raise UsageError("--dask needs the dask extra: pip install 'hybridperf[dask]'") from None
+    try:
+        return Client(address, timeout="5s")
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise UsageError(f"--dask {address}: cannot reach a Dask scheduler ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:100]}); check the address, e.g. tcp://host:8786") from None
 
 
 def _model(args: argparse.Namespace) -> Any:
@@ -54,9 +65,9 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     from hybridperf.search.measure_next import suggest_next
     from hybridperf.sweepfile import read_sweep
 
+    measured = read_sweep(args.measured) if args.measured else None  # a bad file fails before the ranking
     model = _model(args)
     res = _rank(args, model)
-    measured = read_sweep(args.measured) if args.measured else None
     sug = suggest_next(model, res.rows(), measured, batch=args.batch, explore=args.explore, seed=args.seed,
                        stop_gain=args.stop_gain)
     if args.json:
@@ -87,20 +98,26 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
-    s.add_argument("-m", "--model", required=model_required, help="model file (without one: Ryoo efficiency order)")
+    from hybridperf.cli import argtypes as t
+
+    s.add_argument("-m", "--model", required=model_required, type=t.model_file,
+                   help="model file (without one: Ryoo efficiency order)")
     s.add_argument("--kernel", required=True)
     s.add_argument("--gpu", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size (repeatable)")
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
-    s.add_argument("--top", type=int, default=10)
+    s.add_argument("--top", type=t.positive_int, default=10)
     s.add_argument("--screen-bandwidth", action="store_true", help="drop roofline memory-bound configs first")
     s.add_argument("--no-pareto", action="store_true", help="rank every feasible config, not only the Pareto set")
-    s.add_argument("--chunk-rows", type=int, default=200_000, help="configs per streamed chunk (bounds memory)")
+    s.add_argument("--chunk-rows", type=t.count(5_000_000), default=200_000,
+                   help="configs per streamed chunk (bounds memory)")
     s.add_argument("--dask", metavar="ADDRESS", help="run the chunks on this Dask scheduler")
     s.add_argument("--quiet", action="store_true")
 
 
 def add_commands(sub: Any) -> None:
+    from hybridperf.cli import argtypes as t
+
     s = sub.add_parser("rank", help="rank a kernel's configuration space: constraints, occupancy, Pareto, model")
     _rank_args(s, model_required=False)
     fmt = s.add_mutually_exclusive_group()
@@ -110,11 +127,12 @@ def add_commands(sub: Any) -> None:
 
     s = sub.add_parser("suggest", help="the next batch of configurations to measure (and whether to stop)")
     _rank_args(s, model_required=True)
-    s.add_argument("--measured", help="sweep of the runs measured so far")
-    s.add_argument("--batch", type=int, default=8)
-    s.add_argument("--explore", type=float, default=0.25, help="share of the batch chosen for information")
-    s.add_argument("--stop-gain", type=float, default=0.005, help="stop when the expected relative gain is below")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--measured", type=t.input_file, help="sweep of the runs measured so far")
+    s.add_argument("--batch", type=t.count(100_000), default=8)
+    s.add_argument("--explore", type=t.share, default=0.25, help="share of the batch chosen for information")
+    s.add_argument("--stop-gain", type=t.non_negative_float, default=0.005,
+                   help="stop when the expected relative gain is below")
+    s.add_argument("--seed", type=t.seed, default=0)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_suggest)
 
@@ -123,8 +141,8 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--kernel", required=True)
     s.add_argument("--gpu", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
-    s.add_argument("--initial", type=int, default=16)
-    s.add_argument("--batch", type=int, default=8)
-    s.add_argument("--budget", type=int, default=160)
-    s.add_argument("--seeds", type=int, default=3)
+    s.add_argument("--initial", type=t.positive_int, default=16)
+    s.add_argument("--batch", type=t.count(100_000), default=8)
+    s.add_argument("--budget", type=t.positive_int, default=160)
+    s.add_argument("--seeds", type=t.count(1000), default=3)
     s.set_defaults(func=cmd_replay)

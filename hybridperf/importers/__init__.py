@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -70,9 +71,13 @@ def _coerce(name: str, value: Any) -> Any:
         if name == "mapping":
             return {k.strip(): v.strip() for k, _, v in pairs}
         try:
-            return {k.strip(): float(v) for k, _, v in pairs}
+            sizes = {k.strip(): float(v) for k, _, v in pairs}
         except ValueError:
             raise SweepError(f"option sizes={value!r}: every size needs a number, e.g. K=4096") from None
+        bad = [k for k, v in sizes.items() if not (math.isfinite(v) and v >= 0)]
+        if bad:
+            raise SweepError(f"option sizes={value!r}: size {bad[0]} must be a finite number >= 0, e.g. K=4096")
+        return sizes
     return value
 
 

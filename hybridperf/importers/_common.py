@@ -1,13 +1,11 @@
 """Shared steps of the importers: reading bytes, JSON and CSV, units, GPU names, columns, repeats, provenance."""
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import re
 import sys
 import warnings
-import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,6 +15,7 @@ import pandas as pd
 
 from hybridperf.errors import HybridperfError, SweepError
 from hybridperf.hardware import load_gpu, normalize_name
+from hybridperf.inputs import check_csv_table, check_json_size, read_input
 
 T = TypeVar("T")
 
@@ -97,19 +96,10 @@ def time_factor(unit: str, source: str) -> float:
 
 
 def read_bytes(source: str | Path) -> bytes:
-    """Read a file, transparently gunzipping it (by magic number, not by name)."""
+    """Read a regular file within the input size limit, gunzipping it (by magic number, not by name) in blocks
+    within the same limit (:func:`hybridperf.inputs.read_input`)."""
     path = Path(source)
-    if not path.is_file():
-        raise SweepError(f"{path}: no such file; check the path")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SweepError(f"{path}: cannot read ({exc.strerror}); check permissions") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise SweepError(f"{path}: corrupt or truncated gzip data ({exc}); re-download the file") from None
+    raw = read_input(path, error=SweepError, what="source file")
     if not raw.strip():
         raise SweepError(f"{path}: the file is empty; check that the export finished")
     return raw
@@ -123,6 +113,7 @@ def short(exc: BaseException) -> str:
 def read_csv(source: str | Path, *, expected: str, raw: bytes | None = None) -> pd.DataFrame:
     """A CSV file (gzip'd or not, or given as bytes) as a DataFrame; SweepErrors for bad input."""
     data = read_bytes(source) if raw is None else raw
+    check_csv_table(data, str(source), SweepError)  # size, and no column named twice (pandas renames it 'x.1')
     try:
         return pd.read_csv(io.BytesIO(data), low_memory=False)
     except pd.errors.EmptyDataError:
@@ -140,11 +131,14 @@ def read_text(source: str | Path) -> str:
 
 
 def load_json(text: str, source: str | Path) -> Any:
+    check_json_size(text, str(source))
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise SweepError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
                          "the file may be truncated: re-export it") from None
+    except (RecursionError, ValueError) as exc:  # nesting too deep, integers with too many digits
+        raise SweepError(f"{source}: unreadable JSON ({short(exc)}); check the file") from None
 
 
 def require(doc: Any, key: str, kind: type | tuple[type, ...], source: str | Path, where: str = "") -> Any:

@@ -34,11 +34,13 @@ from hybridperf.importers._kt_format import (
     TIME_COLUMNS,
 )
 from hybridperf.importers.kernel_tuner_export import export_kernel_tuner
+from hybridperf.inputs import check_json_size
 
 __all__ = ["FAILED_SENTINEL", "KERNELS", "export_kernel_tuner", "read_kernel_tuner"]
 
 
 def _parse(text: str, source: str) -> tuple[dict[str, Any], list[str]]:
+    check_json_size(text, source)  # each JSON object or array becomes a Python object: count them first
     try:
         doc = json.loads(text)
         notes: list[str] = []

@@ -59,7 +59,7 @@ def _cache_entry(rec: dict[str, Any], params: dict[str, Any], stamp: str, counte
     entry.update(compile_time=0, verification_time=0, benchmark_time=0, strategy_time=0,
                  framework_time=0, timestamp=stamp)
     for c in TIME_COLUMNS[1:]:
-        if not pd.isna(rec[c]):
+        if c in rec and not pd.isna(rec[c]):
             entry[OWN + c] = int(rec[c]) if c == "repeats" else float(rec[c])
     for c in counter_cols:
         if not pd.isna(rec[c]):
@@ -72,7 +72,8 @@ def _cache(df: pd.DataFrame, names: list[str], values: list[list[Any]], stamp: s
     """Cache key (the config values joined by commas) -> entry, for every row."""
     counter_cols = param_columns(df, "counter.")
     cache: dict[str, dict[str, Any]] = {}
-    records = df[["time_ms", "status", "reason", *TIME_COLUMNS[1:], *counter_cols]].to_dict("records")
+    spread = [c for c in TIME_COLUMNS[1:] if c in df.columns]  # repeats and spreads are optional sweep columns
+    records = df[["time_ms", "status", "reason", *spread, *counter_cols]].to_dict("records")
     for i, rec in enumerate(records):
         vals = [col[i] for col in values]
         key = ",".join(str(v) for v in vals)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hybridperf.errors import SweepError
+from hybridperf.errors import LimitError, SweepError
 from hybridperf.importers._common import (
     aggregate_repeats,
     first_non_numeric,
@@ -21,6 +21,7 @@ from hybridperf.importers._common import (
     warn,
 )
 from hybridperf.importers._common import progress as _progress
+from hybridperf.limits import max_input_bytes, mib
 
 __all__ = ["GEMM_OPS", "read_neusight"]
 
@@ -67,6 +68,10 @@ def _files(root: Path) -> list[Path]:
     if not files:
         raise SweepError(f"{root}: no per-GPU NeuSight files (<op>/p<torch version>/<GPU>.csv[.gz]) below this "
                          "folder; pass one CSV file or the dataset/train/collect folder")
+    total, limit = sum(p.stat().st_size for p in files), max_input_bytes()
+    if total > limit:  # each file is also held to the limit once decompressed
+        raise LimitError(f"{root}: {len(files)} files of {mib(total)} in all, over the {mib(limit)} limit; import "
+                         "fewer folders at a time or set HYBRIDPERF_MAX_INPUT_MB to raise the limit")
     return files
 
 

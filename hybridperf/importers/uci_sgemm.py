@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hybridperf.errors import SweepError
+from hybridperf.errors import HybridperfError, LimitError, SweepError
 from hybridperf.importers._common import (
     first_non_numeric,
     identity_columns,
@@ -23,12 +23,24 @@ from hybridperf.importers._common import (
     size_columns,
     time_factor,
 )
+from hybridperf.inputs import read_limited
+from hybridperf.limits import max_input_bytes, mib
 
 __all__ = ["PARAMETERS", "read_uci_sgemm"]
 
 PARAMETERS = ("MWG", "NWG", "KWG", "MDIMC", "NDIMC", "MDIMA", "NDIMB", "KWI", "VWM", "VWN",
               "STRM", "STRN", "SA", "SB")
 _RUN = re.compile(r"^Run\s*(\d+)\s*\(([^)]*)\)$")
+
+
+def _member(zf: zipfile.ZipFile, name: str, source: str) -> bytes:
+    """One member of the archive, decompressed in blocks within the input size limit (a zip bomb stops there)."""
+    limit = max_input_bytes()
+    if zf.getinfo(name).file_size > limit:
+        raise LimitError(f"{source}: {name} unpacks to {mib(zf.getinfo(name).file_size)}, over the {mib(limit)} "
+                         "limit; unpack a smaller file or set HYBRIDPERF_MAX_INPUT_MB to raise the limit")
+    with zf.open(name) as fh:  # the declared size can lie: the read is capped as well
+        return read_limited(fh, limit, f"{source}: {name}")
 
 
 def _table(source: str) -> pd.DataFrame:
@@ -39,9 +51,9 @@ def _table(source: str) -> pd.DataFrame:
                 members = [m for m in zf.namelist() if m.lower().endswith(".csv") and not m.startswith("__MACOSX")]
                 if not members:
                     raise SweepError(f"{source}: the zip archive holds no .csv file; expected sgemm_product.csv")
-                raw = zf.read(min(members, key=lambda m: "sgemm_product" not in m))
+                raw = _member(zf, min(members, key=lambda m: "sgemm_product" not in m), source)
         except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-            if isinstance(exc, SweepError):
+            if isinstance(exc, HybridperfError):
                 raise
             raise SweepError(f"{source}: corrupt zip archive ({exc}); re-download it") from None
     return read_csv(source, expected="a header and 241,600 rows", raw=raw)
@@ -85,7 +97,11 @@ def read_uci_sgemm(source: str | Path, *, gpu: str = "gtx680", kernel: str = "cl
     if bad is not None:
         raise SweepError(f"{source}: non-numeric values in column {bad[0]!r} ({bad[1]} rows); fix the file")
     t = table[run_cols].to_numpy(dtype="float64") * factors.pop()
-    t[~(t > 0)] = np.nan
+    n_bad = int((~(t > 0) & ~np.isnan(t)).sum())
+    if n_bad:
+        warnings.warn(f"{source}: {n_bad} run times <= 0 or not finite left out of the medians and repeat counts",
+                      UserWarning, stacklevel=2)
+    t[~(t > 0) | ~np.isfinite(t)] = np.nan
     n_ok = (~np.isnan(t)).sum(axis=1)
     ok = n_ok > 0
     with warnings.catch_warnings():  # all-NaN rows are expected for failed configs

@@ -103,13 +103,25 @@ class TrainedModel:
         return {k: v for k, v in self.metadata.get("booster_params", {}).items() if k in BOOSTER_PARAMS}
 
     def save(self, path: str | Path) -> Path:
-        """Write the model file: JSON state + xgboost's native booster, checksummed, atomically."""
-        from hybridperf.learn.persist import write_model_document
+        """Write the model file: JSON state + xgboost's native booster, checksummed (and signed when
+        ``$HYBRIDPERF_MODEL_KEY`` is set), atomically; a model whose state falls outside the model file
+        schema (:mod:`hybridperf.learn.schema`) is refused rather than written unloadable."""
+        import json
 
-        return write_model_document({
-            "feature_version": FEATURE_VERSION, "features": self.features.to_dict(),
-            "estimator": self.estimator.to_dict(), "metadata": dict(self.metadata),
-            "intervals": None if self.intervals is None else self.intervals.to_dict()}, path)
+        from hybridperf.learn.persist import FORMAT, ModelFileError, write_model_document
+        from hybridperf.learn.schema import validate_body
+
+        body = {"feature_version": FEATURE_VERSION, "features": self.features.to_dict(),
+                "estimator": self.estimator.to_dict(), "metadata": dict(self.metadata),
+                "intervals": None if self.intervals is None else self.intervals.to_dict()}
+        try:
+            plain = json.loads(json.dumps({"format": FORMAT, **body}, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise ModelFileError(f"{path}: the model holds a value JSON cannot store ({exc})") from None
+        problem = validate_body(plain)
+        if problem:
+            raise ModelFileError(f"{path}: cannot write this model: {problem}")
+        return write_model_document(body, path)
 
     @classmethod
     def load(cls, path: str | Path) -> TrainedModel:
@@ -125,8 +137,13 @@ class TrainedModel:
 
         body = read_model_document(path)
         if body.get("feature_version") != FEATURE_VERSION:
-            raise ModelFileError(f"{path}: model uses feature version {body.get('feature_version')!r}, this "
-                                 f"hybridperf computes version {FEATURE_VERSION}; retrain the model")
+            raise ModelFileError(f"{path}: model uses feature version {str(body.get('feature_version'))[:20]!r}, "
+                                 f"this hybridperf computes version {FEATURE_VERSION}; retrain the model")
+        from hybridperf.learn.schema import validate_body
+
+        problem = validate_body(body)
+        if problem:
+            raise ModelFileError(f"{path}: model file {problem}; retrain the model or restore the file")
         try:
             features = SweepFeatures.from_dict(body.get("features"))
             est = HybridRegressor.from_dict(body.get("estimator"))

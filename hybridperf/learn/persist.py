@@ -1,9 +1,11 @@
-"""Safe model files: JSON state + xgboost's native JSON booster, checksummed, written atomically; never pickle."""
+"""Safe model files: JSON state + xgboost's native JSON booster, checksummed, optionally signed, written atomically."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,9 +14,12 @@ import numpy as np
 
 from hybridperf.errors import HybridperfError
 from hybridperf.files import atomic_write_text
+from hybridperf.inputs import check_json_size, decode_text, read_input
+from hybridperf.limits import MAX_MODEL_BYTES
 
 __all__ = [
     "FORMAT",
+    "KEY_ENV",
     "ModelFileError",
     "booster_from_json",
     "booster_to_json",
@@ -26,7 +31,16 @@ __all__ = [
     "write_model_document",
 ]
 
+# A model file is {"body": {...}, "sha256": "...", ["hmac_sha256": "..."]}. The sha256 of the canonical body
+# (sorted keys, no NaN) detects accidental damage (a truncated copy, a flipped bit, an edit that did not
+# re-hash): integrity, not authenticity, since anyone can edit the body and recompute it. With
+# $HYBRIDPERF_MODEL_KEY set, writing adds an HMAC-SHA256 of the same bytes under that key and reading refuses
+# files without a valid one: only holders of the key can then produce files that load. Either way loading
+# never runs code from the file (no pickle) and checks every field against a schema with ranges
+# (hybridperf.learn.schema) and the booster's trees (hybridperf.learn.booster) before use.
 FORMAT = "hybridperf-model/2"
+KEY_ENV = "HYBRIDPERF_MODEL_KEY"
+_DOC_KEYS = {"body", "sha256", "hmac_sha256"}
 
 
 class ModelFileError(HybridperfError):
@@ -94,9 +108,14 @@ def booster_to_json(reg: Any) -> str | None:
 
 
 def booster_from_json(text: Any, n_features: int) -> Any:
-    """A fitted XGBRegressor from :func:`booster_to_json`'s text, checked to take ``n_features``."""
-    if not isinstance(text, str) or not text.strip():
-        raise ModelFileError("model file has no booster where its mode needs one; retrain it")
+    """A fitted XGBRegressor from :func:`booster_to_json`'s text, checked to take ``n_features``.
+
+    The text is checked first (:func:`hybridperf.learn.booster.check_booster`): xgboost's own reader
+    aborts or crashes the process on some malformed boosters.
+    """
+    from hybridperf.learn.booster import check_booster
+
+    check_booster(text, n_features, ModelFileError)
     from xgboost import XGBRegressor
     from xgboost.core import XGBoostError
 
@@ -114,45 +133,99 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _key() -> bytes | None:
+    """The signing key from ``$HYBRIDPERF_MODEL_KEY`` (None when unset or empty)."""
+    key = os.environ.get(KEY_ENV, "")
+    return key.encode("utf-8") if key else None
+
+
+def _hmac(key: bytes, payload: bytes) -> str:
+    return hmac.new(key, payload, hashlib.sha256).hexdigest()
+
+
 def write_model_document(body: Mapping[str, Any], path: str | Path) -> Path:
-    """Write ``body`` (JSON values) as a checksummed model file, atomically."""
+    """Write ``body`` (JSON values) as a checksummed model file, atomically; signed (HMAC-SHA256) when
+    ``$HYBRIDPERF_MODEL_KEY`` is set."""
     body = {"format": FORMAT, **body}
     try:
         payload = json.dumps(body, sort_keys=True, allow_nan=False).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: the model holds a value JSON cannot store ({exc})") from None
-    doc = json.dumps({"sha256": _sha(payload), "body": json.loads(payload)}, sort_keys=True, indent=1,
-                     allow_nan=False)
+    doc: dict[str, Any] = {"sha256": _sha(payload), "body": json.loads(payload)}
+    key = _key()
+    if key is not None:
+        doc["hmac_sha256"] = _hmac(key, payload)
+    text = json.dumps(doc, sort_keys=True, indent=1, allow_nan=False)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, doc)
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text, error=ModelFileError)
     return path
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ModelFileError(f"non-finite number {name}")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ModelFileError(f"number {text[:30]} is out of range")
+    return value
+
+
+def _parse(path: Path) -> Any:
+    raw = read_input(path, error=ModelFileError, what="model file", max_bytes=MAX_MODEL_BYTES, decompress=False)
+    text = decode_text(raw, str(path), ModelFileError)
+    check_json_size(text, str(path))
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as exc:
+        raise ModelFileError(f"{path}: not a complete JSON model file ({exc.msg} at char {exc.pos}); "
+                             "it may be truncated: retrain or restore it") from None
+    except ModelFileError as exc:
+        raise ModelFileError(f"{path}: {exc} in the model file; retrain or restore it") from None
+    except (ValueError, RecursionError) as exc:  # integers with too many digits, nesting too deep
+        raise ModelFileError(f"{path}: unreadable JSON ({' '.join(str(exc).split())[:100]}); retrain or restore "
+                             "it") from None
+
+
+def _check_signature(path: Path, doc: dict[str, Any], payload: bytes) -> None:
+    key = _key()
+    if key is None:
+        return
+    mac = doc.get("hmac_sha256")
+    if not isinstance(mac, str):
+        raise ModelFileError(f"{path}: the model file is not signed, and {KEY_ENV} is set so only files signed "
+                             f"with that key load; re-save it with the key set, or unset {KEY_ENV}")
+    if not hmac.compare_digest(mac, _hmac(key, payload)):
+        raise ModelFileError(f"{path}: the signature does not match {KEY_ENV}: the file was modified or signed "
+                             "with another key; retrain it, or use the key it was signed with")
 
 
 def read_model_document(path: str | Path) -> dict[str, Any]:
     """The checked body of a model file written by :func:`write_model_document`.
 
+    The file must be a regular file of at most :data:`~hybridperf.limits.MAX_MODEL_BYTES` (checked
+    before it is opened, so a FIFO or ``/dev/zero`` is refused at once), UTF-8 JSON without NaN or
+    infinities, whose body matches its sha256 and, when ``$HYBRIDPERF_MODEL_KEY`` is set, its HMAC.
+
     Raises
     ------
     ModelFileError
-        If the file is unreadable, not JSON, truncated, fails its checksum, or has another format.
+        If the file is unreadable, not JSON, truncated, fails its checksum or signature, or has another format.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelFileError(f"{path}: cannot read model file ({exc}); check the path") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ModelFileError(f"{path}: not a complete JSON model file ({exc.msg} at char {exc.pos}); "
-                             "it may be truncated: retrain or restore it") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("body"), dict) or not isinstance(doc.get("sha256"), str):
-        raise ModelFileError(f"{path}: not a hybridperf model file (no body/sha256); train one with 'hybridperf train'")
+    doc = _parse(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("body"), dict) or not isinstance(doc.get("sha256"), str) \
+            or set(doc) - _DOC_KEYS:
+        raise ModelFileError(f"{path}: not a hybridperf model file (expected body, sha256 and an optional "
+                             "hmac_sha256); train one with 'hybridperf train'")
     body = doc["body"]
     payload = json.dumps(body, sort_keys=True, allow_nan=False).encode("utf-8")
     if _sha(payload) != doc["sha256"]:
         raise ModelFileError(f"{path}: checksum mismatch: the file was modified after it was written; retrain it")
+    _check_signature(path, doc, payload)
     if body.get("format") != FORMAT:
         raise ModelFileError(f"{path}: model format {body.get('format')!r} is not {FORMAT!r}; "
                              "retrain with this version")

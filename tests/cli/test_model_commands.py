@@ -68,7 +68,7 @@ def test_advise_and_chart(tmp_path: Path, capsys) -> None:
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["predict", "-m", "missing.json", "--set", "N=1"], "cannot read model file"),
+    (["predict", "-m", "missing.json", "--set", "N=1"], "no such file"),
     (["train", "nope.csv", "-o", "x.json"], "nope.csv"),
     (["evaluate", SWEEP, "--split", "S3", "--holdout", "nokernel"], "S3 needs --holdout"),
     (["calibrate", SWEEP, "--gpu", "a100"], "need at least 2 ok runs"),

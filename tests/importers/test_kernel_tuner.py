@@ -145,3 +145,14 @@ def test_export_needs_one_kernel_gpu_and_size(tmp_path) -> None:
     with pytest.raises(SweepError, match="missing on 1 rows"):
         export_kernel_tuner(holes, tmp_path / "x.json")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_export_without_repeat_columns_round_trips(tmp_path) -> None:
+    # repeats and the spread columns are optional in a sweep: exporting one without them once failed (KeyError)
+    from hybridperf.importers import read_kernel_tuner
+    from hybridperf.sweep import validate_sweep
+
+    df = validate_sweep(pd.DataFrame({"kernel": ["seed004-matvec"] * 2, "gpu": ["titan-v"] * 2, "size.N": [4096.0] * 2,
+                                      "config.BLOCK": [128, 256], "time_ms": [0.5, 0.4], "status": ["ok", "ok"]}))
+    back = read_kernel_tuner(export_kernel_tuner(df, tmp_path / "cache.json"))
+    assert back["config.BLOCK"].tolist() == [128, 256] and back["time_ms"].tolist() == [0.5, 0.4]

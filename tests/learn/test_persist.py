@@ -87,7 +87,7 @@ def test_garbage_is_refused(tmp_path: Path, text: str, message: str) -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ModelFileError, match="cannot read"):
+    with pytest.raises(ModelFileError, match="no such file"):
         load_model(tmp_path / "none.json")
 
 
@@ -124,3 +124,43 @@ def test_prediction_rows_with_repeated_index_labels(model_file: Path) -> None:
     out = predict_rows(model, rows)
     assert list(out.index) == [7, 7, 3]
     assert out.time_ms.iloc[0] == out.time_ms.iloc[2] != out.time_ms.iloc[1]
+
+
+def test_signature_with_model_key(tmp_path: Path, model_file: Path, monkeypatch) -> None:
+    model = load_model(model_file)
+    unsigned = tmp_path / "unsigned.json"
+    save_model(model, unsigned)
+    monkeypatch.setenv("HYBRIDPERF_MODEL_KEY", "secret")
+    signed = tmp_path / "signed.json"
+    save_model(model, signed)
+    doc = json.loads(signed.read_text())
+    assert len(doc["hmac_sha256"]) == 64
+    load_model(signed)  # the key that signed it verifies it
+    with pytest.raises(ModelFileError, match="not signed"):
+        load_model(unsigned)
+    monkeypatch.setenv("HYBRIDPERF_MODEL_KEY", "other")
+    with pytest.raises(ModelFileError, match="signature does not match"):
+        load_model(signed)
+    monkeypatch.delenv("HYBRIDPERF_MODEL_KEY")
+    load_model(signed)  # without a key the checksum alone is checked (integrity, not authenticity)
+
+
+def test_save_refuses_a_model_outside_the_schema(tmp_path: Path, model_file: Path) -> None:
+    model = load_model(model_file)
+    bad = type(model)(pipeline=model.pipeline, metadata={**model.metadata,
+                                                          "booster_params": {"n_estimators": 10**6}})
+    with pytest.raises(ModelFileError, match="n_estimators"):
+        save_model(bad, tmp_path / "m.json")
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_special_files_are_refused_before_reading(tmp_path: Path, special: str) -> None:
+    import os
+
+    path = special
+    if special == "fifo":
+        path = str(tmp_path / "m.json")
+        os.mkfifo(path)  # opening it for reading would block until a writer comes
+    with pytest.raises(ModelFileError, match="not a model file"):
+        load_model(path)

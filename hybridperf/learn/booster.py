@@ -1,0 +1,169 @@
+"""Checks on xgboost's JSON booster before xgboost reads it: malformed trees crash its C++ reader or predict wrong."""
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import numpy as np
+
+from hybridperf.errors import HybridperfError
+from hybridperf.inputs import check_json_size
+from hybridperf.limits import MAX_TREE_NODES, MAX_TREES
+
+__all__ = ["check_booster"]
+
+_ROOT_PARENT = 2147483647  # xgboost's "no parent" node id
+_INT = r"^[0-9]{1,9}$"
+_TREE_KEYS = frozenset({"base_weights", "categories", "categories_nodes", "categories_segments", "categories_sizes",
+                        "default_left", "id", "left_children", "loss_changes", "parents", "right_children",
+                        "split_conditions", "split_indices", "split_type", "sum_hessian", "tree_param"})
+_NODE_ARRAYS = ("base_weights", "default_left", "left_children", "loss_changes", "parents", "right_children",
+                "split_conditions", "split_indices", "split_type", "sum_hessian")
+_EMPTY = {"type": "array", "maxItems": 0}
+
+
+def _obj(properties: dict[str, Any], required: tuple[str, ...] | None = None) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "additionalProperties": False,
+            "required": list(properties) if required is None else list(required)}
+
+
+_SCHEMA = _obj({
+    "version": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 1000}, "minItems": 3,
+                "maxItems": 3},
+    "learner": _obj({
+        "attributes": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 1000},
+                       "maxProperties": 100},
+        "feature_names": {"type": "array", "items": {"type": "string", "maxLength": 1000}, "maxItems": 10_000},
+        "feature_types": {"type": "array", "items": {"type": "string", "maxLength": 100}, "maxItems": 10_000},
+        "gradient_booster": _obj({"name": {"const": "gbtree"}, "model": _obj({
+            "gbtree_model_param": _obj({"num_parallel_tree": {"const": "1"},
+                                        "num_trees": {"type": "string", "pattern": _INT}}),
+            "iteration_indptr": {"type": "array", "items": {"type": "integer"}, "maxItems": MAX_TREES + 1},
+            "tree_info": {"type": "array", "items": {"const": 0}, "maxItems": MAX_TREES},
+            "trees": {"type": "array", "items": {"type": "object"}, "maxItems": MAX_TREES},
+            "cats": _obj({"enc": _EMPTY, "feature_segments": _EMPTY, "sorted_idx": _EMPTY}),
+        }, required=("gbtree_model_param", "iteration_indptr", "tree_info", "trees"))}),
+        "learner_model_param": _obj({
+            "base_score": {"type": "string", "pattern": r"^\[?[-+0-9.eE]{1,40}\]?$"},
+            "boost_from_average": {"enum": ["0", "1"]}, "num_class": {"const": "0"},
+            "num_feature": {"type": "string", "pattern": _INT}, "num_target": {"const": "1"}}),
+        "objective": _obj({"name": {"enum": ["reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror"]},
+                           "reg_loss_param": {"type": "object", "maxProperties": 10,
+                                              "additionalProperties": {"type": "string", "maxLength": 40}},
+                           "pseudo_huber_param": {"type": "object", "maxProperties": 10,
+                                                  "additionalProperties": {"type": "string", "maxLength": 40}}},
+                          required=("name",)),
+    }),
+})
+
+
+class _Bad(HybridperfError):
+    pass
+
+
+@functools.cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(_SCHEMA)
+
+
+def _schema_error(validator: Any, doc: Any, where: str) -> None:
+    from jsonschema.exceptions import best_match
+
+    error = best_match(validator.iter_errors(doc))
+    if error is not None:
+        raise _Bad(f"{where}{error.json_path[1:]}: {' '.join(error.message.split())[:120]}")
+
+
+def _refuse_constant(name: str) -> None:
+    raise _Bad(f"non-finite number {name}")
+
+
+def _array(tree: dict[str, Any], key: str, n: int, i: int, kinds: str) -> np.ndarray:
+    """``tree[key]`` as a 1-d numpy array of ``n`` values whose dtype kind is in ``kinds`` ('i' integers,
+    'if' numbers): strings, nulls, booleans and nested lists give other kinds and are refused."""
+    values = tree[key]
+    if not isinstance(values, list) or len(values) != n:
+        raise _Bad(f"tree {i}: {key} must be a list of {n} values")
+    try:
+        arr = np.array(values) if n else np.zeros(0, dtype=np.int64)
+    except (ValueError, OverflowError):
+        arr = np.zeros(0, dtype=object)
+    if arr.ndim != 1 or arr.dtype.kind not in kinds or len(arr) != n:
+        raise _Bad(f"tree {i}: {key} must hold {'integers' if kinds == 'i' else 'numbers'}")
+    return arr
+
+
+def _check_tree(tree: dict[str, Any], i: int, n_features: int) -> int:
+    """One tree's arrays: lengths, child links forming a tree (children after their parent), features in range."""
+    if set(tree) != _TREE_KEYS:
+        raise _Bad(f"tree {i}: keys must be {sorted(_TREE_KEYS)}")
+    param = tree["tree_param"]
+    if not isinstance(param, dict) or set(param) != {"num_deleted", "num_feature", "num_nodes", "size_leaf_vector"} \
+            or param["num_deleted"] != "0" or param["size_leaf_vector"] not in ("0", "1") \
+            or not all(isinstance(param[k], str) and param[k].isdigit() and len(param[k]) < 10
+                       for k in ("num_feature", "num_nodes")):
+        raise _Bad(f"tree {i}: tree_param must hold num_deleted '0', num_feature, num_nodes and size_leaf_vector")
+    n = int(param["num_nodes"])
+    if tree["id"] != i or n < 1 or int(param["num_feature"]) != n_features:
+        raise _Bad(f"tree {i}: id, num_nodes (>= 1) or num_feature ({n_features}) is wrong")
+    if any(tree[k] != [] for k in ("categories", "categories_nodes", "categories_segments", "categories_sizes")):
+        raise _Bad(f"tree {i}: categorical splits are not used by hybridperf")
+    for key in ("base_weights", "loss_changes", "split_conditions", "sum_hessian"):
+        _array(tree, key, n, i, "if")
+    left, right, parents = (_array(tree, k, n, i, "i") for k in ("left_children", "right_children", "parents"))
+    split, kind, default = (_array(tree, k, n, i, "i") for k in ("split_indices", "split_type", "default_left"))
+    node = np.arange(n)
+    leaf = left == -1
+    inner = ~leaf
+    if np.any(leaf != (right == -1)) or np.any(inner & ((left <= node) | (right <= node) | (left >= n) | (right >= n))):
+        raise _Bad(f"tree {i}: child links must be -1 (leaf) or point to a later node of the tree")
+    children = np.concatenate([left[inner], right[inner]])
+    if len(children) != n - 1 or len(np.unique(children)) != n - 1:
+        raise _Bad(f"tree {i}: every node but the root must be the child of exactly one node")
+    if parents[0] != _ROOT_PARENT or np.any(parents[left[inner]] != node[inner]) or \
+            np.any(parents[right[inner]] != node[inner]):
+        raise _Bad(f"tree {i}: parents do not match the child links")
+    if np.any(inner & ((split < 0) | (split >= n_features))) or np.any(kind != 0) or \
+            np.any((default != 0) & (default != 1)):
+        raise _Bad(f"tree {i}: split features must be in 0..{n_features - 1}, numerical, default_left 0 or 1")
+    return n
+
+
+def _check_model(doc: dict[str, Any], n_features: int) -> None:
+    learner = doc["learner"]
+    model = learner["gradient_booster"]["model"]
+    trees = model["trees"]
+    if int(learner["learner_model_param"]["num_feature"]) != n_features:
+        raise _Bad(f"num_feature is {learner['learner_model_param']['num_feature']}, the model has {n_features}")
+    if int(model["gbtree_model_param"]["num_trees"]) != len(trees) or len(model["tree_info"]) != len(trees):
+        raise _Bad(f"num_trees and tree_info do not match the {len(trees)} trees")
+    if model["iteration_indptr"] != list(range(len(trees) + 1)):
+        raise _Bad("iteration_indptr must be 0, 1, ..., number of trees (one tree per round)")
+    total = 0
+    for i, tree in enumerate(trees):
+        total += _check_tree(tree, i, n_features)
+        if total > MAX_TREE_NODES:
+            raise _Bad(f"more than {MAX_TREE_NODES:,} tree nodes")
+
+
+def check_booster(text: Any, n_features: int, error: type[HybridperfError] = HybridperfError) -> None:
+    """Refuse (``error``) a booster text that is not xgboost's JSON for a single-target gbtree regressor on
+    ``n_features`` numerical features with well-formed trees, before xgboost parses it: xgboost's reader
+    aborts the process on an empty text and crashes or mispredicts on malformed trees."""
+    if not isinstance(text, str) or not text.strip():
+        raise error("model file has no booster where its mode needs one; retrain it")
+    try:
+        check_json_size(text, "booster")
+        doc = json.loads(text, parse_constant=_refuse_constant)
+        _schema_error(_validator(), doc, "booster")
+        _check_model(doc, n_features)
+    except _Bad as exc:
+        raise error(f"malformed xgboost booster ({exc}); retrain the model") from None
+    except (ValueError, RecursionError) as exc:  # JSON syntax, number or depth
+        if isinstance(exc, HybridperfError) and not isinstance(exc, _Bad):
+            raise error(f"{exc}; retrain the model") from None
+        raise error(f"the booster is not valid JSON ({' '.join(str(exc).split())[:100]}); retrain the model") \
+            from None

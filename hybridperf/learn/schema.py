@@ -1,0 +1,201 @@
+"""The JSON schema of a model file's body: every field's type and range, checked before anything is built."""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from hybridperf.analytical.run import TIME_MODELS
+from hybridperf.learn.modes import CALIBRATIONS, MODES
+from hybridperf.limits import MAX_MODEL_BYTES
+
+__all__ = ["BOOSTER_PARAM_SCHEMA", "MAX_FEATURES", "body_schema", "validate_body"]
+
+MAX_FEATURES = 10_000
+_MAX_ITEMS = 1_000_000  # per-row arrays (conformal scores) hold at most one value per training row
+_NAME = {"type": "string", "minLength": 1, "maxLength": 1000}
+_TEXT = {"type": "string", "maxLength": 100_000}
+_SHA = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+_LOG = {"type": "number", "minimum": -100, "maximum": 100}  # a log-space offset: e^100 is far beyond any ratio
+_FINITE = {"type": "number"}  # JSON numbers are finite: the reader refuses NaN and Infinity
+_ID = {"type": "number", "minimum": -(2.0**53), "maximum": 2.0**53}  # group ids (hashes)
+_SEED = {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}
+
+
+def _array(items: Any, max_items: int = _MAX_ITEMS, **extra: Any) -> dict[str, Any]:
+    return {"type": "array", "items": items, "maxItems": max_items, **extra}
+
+
+def _obj(properties: dict[str, Any], required: list[str] | None = None, extra: Any = False) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties) if required is None else required,
+            "additionalProperties": extra}
+
+
+def _numbers(lo: float | None = None, hi: float | None = None, *, nullable: bool = False,
+             max_items: int = _MAX_ITEMS) -> dict[str, Any]:
+    """A long array of numbers (null allowed where ``nullable``) in [lo, hi], checked with numpy (the
+    ``numbers`` keyword of this schema's validator) rather than item by item."""
+    return {"type": "array", "maxItems": max_items, "numbers": {"min": lo, "max": hi, "nullable": nullable}}
+
+
+def _check_numbers(validator: Any, spec: dict[str, Any], instance: Any, schema: Any) -> Any:
+    """The ``numbers`` keyword: every item a number (or null where allowed) within [min, max]."""
+    import numpy as np
+    from jsonschema.exceptions import ValidationError
+
+    if not isinstance(instance, list):
+        return
+    for i, x in enumerate(instance):
+        if not (isinstance(x, (int, float)) and not isinstance(x, bool)) and not (x is None and spec["nullable"]):
+            yield ValidationError(f"item {i} is {str(x)[:20]!r}, not a number{' or null' if spec['nullable'] else ''}")
+            return
+    v = np.array([np.nan if x is None else float(x) for x in instance], dtype=np.float64)
+    lo, hi = spec["min"], spec["max"]
+    bad = np.flatnonzero(((v < lo) if lo is not None else False) | ((v > hi) if hi is not None else False))
+    if len(bad):
+        yield ValidationError(f"item {int(bad[0])} is {v[bad[0]]:g}, outside [{lo}, {hi}]")
+
+
+def _unit(exclusive_low: bool = True) -> dict[str, Any]:
+    low = {"exclusiveMinimum": 0} if exclusive_low else {"minimum": 0}
+    return {"type": "number", **low, "maximum": 1}
+
+
+# XGBRegressor parameters a model may record, with the ranges hybridperf accepts: wide enough for any
+# sensible tuning (optuna searches n_estimators 100-800, max_depth 3-10), narrow enough that a model
+# file cannot make training or evaluation run without end.
+BOOSTER_PARAM_SCHEMA: dict[str, Any] = _obj({
+    "n_estimators": {"type": "integer", "minimum": 1, "maximum": 5000},
+    "max_depth": {"type": "integer", "minimum": 0, "maximum": 20},
+    "max_leaves": {"type": "integer", "minimum": 0, "maximum": 1 << 16},
+    "max_bin": {"type": "integer", "minimum": 2, "maximum": 4096},
+    "learning_rate": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    "subsample": _unit(), "colsample_bytree": _unit(), "colsample_bylevel": _unit(), "colsample_bynode": _unit(),
+    "min_child_weight": {"type": "number", "minimum": 0, "maximum": 1e6},
+    "reg_lambda": {"type": "number", "minimum": 0, "maximum": 1e6},
+    "reg_alpha": {"type": "number", "minimum": 0, "maximum": 1e6},
+    "gamma": {"type": "number", "minimum": 0, "maximum": 1e6},
+    "max_delta_step": {"type": "number", "minimum": 0, "maximum": 1e6},
+    "num_parallel_tree": {"type": "integer", "minimum": 1, "maximum": 1},
+    "n_jobs": {"type": "integer", "minimum": -1, "maximum": 1024},
+    "random_state": _SEED,
+    "verbosity": {"type": "integer", "minimum": 0, "maximum": 3},
+    "objective": {"enum": ["reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror"]},
+    "tree_method": {"enum": ["hist", "approx", "exact", "auto"]},
+    "grow_policy": {"enum": ["depthwise", "lossguide"]},
+    "booster": {"enum": ["gbtree"]},
+    "device": {"enum": ["cpu"]},
+    "enable_categorical": {"type": "boolean"},
+    "validate_parameters": {"type": "boolean"},
+    "importance_type": {"enum": ["gain", "weight", "cover", "total_gain", "total_cover"]},
+}, required=[])
+
+_FEATURES = _obj({
+    "params": _obj({
+        "baseline": {"enum": ["auto", "none", *TIME_MODELS]},
+        "size_aware": {"type": "boolean"}, "columns": {"enum": ["all", "params"]}, "group_ids": {"type": "boolean"},
+    }),
+    "baselines_": {"type": "object", "additionalProperties": {"enum": list(TIME_MODELS)}, "maxProperties": 100_000},
+    "baseline_": {"oneOf": [{"type": "null"}, {"enum": list(TIME_MODELS)}]},
+    "columns_": _array(_NAME, MAX_FEATURES, minItems=1, uniqueItems=True),
+    "domain_": {"type": "object", "maxProperties": 100_000, "additionalProperties": _obj({
+        "gpus": _array(_NAME, 10_000),
+        "sizes": {"type": "object", "maxProperties": 1000, "additionalProperties": False,
+                  "patternProperties": {r"^size\.": _array(_FINITE, 2, minItems=2)}},
+        "configs": {"type": "object", "maxProperties": 1000, "additionalProperties": False,
+                    "patternProperties": {r"^config\.": {"oneOf": [
+                        _obj({"values": {**_numbers(max_items=256), "minItems": 1}}),
+                        _obj({"range": _array(_FINITE, 2, minItems=2)})]}}},
+        "regimes": {**_numbers(0, 1000, max_items=1000)},
+    }, required=["gpus"]) | {"patternProperties": {  # the flat layout of models trained before the sizes/configs one
+        r"^size\.": _array(_FINITE, 2, minItems=2), r"^config\.": {**_numbers(max_items=256), "minItems": 1}}}},
+})
+
+_ESTIMATOR = _obj({
+    "params": _obj({
+        "regressor": {"oneOf": [{"type": "null"}, BOOSTER_PARAM_SCHEMA]},
+        "baseline_column": {"oneOf": [{"type": "null"}, _NAME, {"type": "integer", "minimum": 0}]},
+        "mode": {"enum": list(MODES)},
+        "coverage": {"oneOf": [{"type": "null"}, _unit()]},
+        "n_splits": {"type": "integer", "minimum": 2, "maximum": 100},
+        "random_state": {"oneOf": [{"type": "null"}, _SEED]},
+        "group_columns": {"oneOf": [{"type": "null"}, _array({"oneOf": [_NAME, {"type": "integer", "minimum": 0}]},
+                                                              10)]},
+        "shrink_residual": {"type": "boolean"},
+        "calibration": {"enum": list(CALIBRATIONS)},
+        "extrapolation_columns": {"oneOf": [{"type": "null"}, _NAME, _array(_NAME, MAX_FEATURES)]},
+    }),
+    "n_features_in_": {"type": "integer", "minimum": 1, "maximum": MAX_FEATURES},
+    "feature_names_in_": _array(_NAME, MAX_FEATURES),
+    "offset_": _LOG,
+    "group_offsets_": _array(_array(_array(_FINITE, 3, minItems=3, prefixItems=[
+        _ID, _LOG, {"type": "number", "minimum": 0, "maximum": 1e12}]), _MAX_ITEMS), 10),
+    "residual_weight_": _unit(exclusive_low=False),
+    "residual_weights_": _array(_array(_FINITE, 2, minItems=2, prefixItems=[_ID, _unit(exclusive_low=False)])),
+    "oof_abs_log_errors_": {"oneOf": [{"type": "null"}, _numbers(0, 1000, nullable=True)]},
+    "extrap_abs_log_errors_": {"oneOf": [{"type": "null"}, _numbers(0, 1000, nullable=True)]},
+    "feature_min_": _numbers(nullable=True, max_items=MAX_FEATURES),
+    "feature_max_": _numbers(nullable=True, max_items=MAX_FEATURES),
+    "extrapolation_mask_": _array({"type": "boolean"}, MAX_FEATURES),
+    "booster": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
+})
+
+_INTERVALS = _obj({
+    "scores": {"type": "object", "maxProperties": 10_000, "additionalProperties": _numbers(0, 1e9, nullable=True)},
+    "min_bin": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+    "difficulty": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
+    "difficulty_columns": _array({"type": "integer", "minimum": 0, "maximum": MAX_FEATURES}, MAX_FEATURES),
+}, required=["scores"])
+
+_METADATA = _obj({
+    "created": {"type": "string", "maxLength": 64},
+    "feature_version": {"type": "integer", "minimum": 0, "maximum": 1000},
+    "n_rows": {"type": "integer", "minimum": 0, "maximum": 10**12},
+    "n_dropped_not_ok": {"type": "integer", "minimum": 0, "maximum": 10**12},
+    "kernels": {"type": "object", "additionalProperties": {"oneOf": [_SHA, {"const": ""}]}},
+    "gpus": {"type": "object", "additionalProperties": {"oneOf": [_SHA, {"const": ""}]}},
+    "versions": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 100}},
+    "booster_params": BOOSTER_PARAM_SCHEMA,
+    "tuning": _obj({"trials": {"type": "integer", "minimum": 0, "maximum": 1_000_000},
+                    "cv_log_rmse": {"type": "number", "minimum": 0},
+                    "study": {"oneOf": [{"type": "null"}, _TEXT]}}, required=[]),
+    "training_log_rmse": {"type": "number", "minimum": 0},
+    "data": {"type": "object", "additionalProperties": _SHA},
+    "command": _TEXT,
+}, required=[], extra=True)  # further provenance (train_model(provenance=...)) is free-form JSON
+
+
+@functools.cache
+def body_schema() -> dict[str, Any]:
+    """The JSON schema (draft 2020-12) of a model file's body."""
+    from hybridperf.learn.features import FEATURE_VERSION
+    from hybridperf.learn.persist import FORMAT
+
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **_obj({"format": {"const": FORMAT}, "feature_version": {"const": FEATURE_VERSION},
+                "features": _FEATURES, "estimator": _ESTIMATOR, "metadata": _METADATA,
+                "intervals": {"oneOf": [{"type": "null"}, _INTERVALS]}},
+               required=["format", "feature_version", "features", "estimator", "metadata"]),
+    }
+
+
+@functools.cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator, validators
+
+    cls = validators.extend(Draft202012Validator, {"numbers": _check_numbers})
+    return cls(body_schema())
+
+
+def validate_body(body: Any) -> str | None:
+    """The first schema violation of a model file body as ``'field $.a.b: why'``, or None if it conforms."""
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator().iter_errors(body))
+    if error is None:
+        return None
+    message = " ".join(error.message.split())
+    if len(message) > 160:
+        message = message[:157] + "..."
+    return f"field {error.json_path}: {message}"
+

@@ -22,8 +22,8 @@ def _rank(args: argparse.Namespace, model: Any) -> Any:
         client = Client(args.dask)
     return rank_configs(model, args.kernel, args.gpu, single_values(parse_assignments(args.set)),
                         space_overrides=space or None, top=args.top, screen_bandwidth=args.screen_bandwidth,
-                        pareto=not args.no_pareto, chunk_rows=args.chunk_rows, progress=progress_enabled(args),
-                        client=client)
+                        prune="none" if args.no_pareto else args.prune, top_k=args.top_k,
+                        chunk_rows=args.chunk_rows, progress=progress_enabled(args), client=client)
 
 
 def _model(args: argparse.Namespace) -> Any:
@@ -35,11 +35,13 @@ def _model(args: argparse.Namespace) -> Any:
 def cmd_rank(args: argparse.Namespace) -> int:
     res = _rank(args, _model(args))
     if args.json:
-        dump_json({"counts": records(res.counts()), "notes": list(res.notes), "table": records(res.table)})
+        dump_json({"counts": records(res.counts()), "pruning": {k: clean(v) for k, v in res.pruning().items()},
+                   "notes": list(res.notes), "table": records(res.table)})
         return 0
     if args.csv:
         res.candidates.to_csv(sys.stdout, index=False)
         return 0
+    print(res.describe_pruning())
     print_table(res.counts())
     for note in res.notes:
         print(f"note: {note}")
@@ -47,6 +49,7 @@ def cmd_rank(args: argparse.Namespace) -> int:
     print()
     print_table(show, [c for c in show.columns if c not in ("index", "efficiency", "utilization", "ood_reason")])
     print("\ntie_with_best: the interval overlaps the best candidate's; measure these rather than trust their order")
+    print("on_front / in_top_k: kept by the Pareto front / among the model's top-k fastest predicted")
     return 0
 
 
@@ -86,7 +89,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _top_k(text: str) -> float:
+    """--top-k: a count (integer) or a share of the space (a fraction such as 0.05)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a count (e.g. 200) nor a share (e.g. 0.05)") from None
+
+
 def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
+    from hybridperf.search.chunks import PRUNE_MODES
+    from hybridperf.search.rank import TOP_K
+
     s.add_argument("-m", "--model", required=model_required, help="model file (without one: Ryoo efficiency order)")
     s.add_argument("--kernel", required=True)
     s.add_argument("--gpu", required=True)
@@ -94,7 +112,13 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
     s.add_argument("--top", type=int, default=10)
     s.add_argument("--screen-bandwidth", action="store_true", help="drop roofline memory-bound configs first")
-    s.add_argument("--no-pareto", action="store_true", help="rank every feasible config, not only the Pareto set")
+    s.add_argument("--prune", choices=PRUNE_MODES, default="union",
+                   help="union (default): Pareto front over Ryoo's efficiency and utilization and the predicted time, "
+                        "plus the model's top-k (without a model: the analytical times instead); ryoo: the paper's "
+                        "two-metric front; none: rank every feasible config (needs a model)")
+    s.add_argument("--top-k", type=_top_k, default=TOP_K, metavar="K",
+                   help=f"the union keeps the model's K fastest: a count, or a share of the space (default {TOP_K})")
+    s.add_argument("--no-pareto", action="store_true", help="alias of --prune none")
     s.add_argument("--chunk-rows", type=int, default=200_000, help="configs per streamed chunk (bounds memory)")
     s.add_argument("--dask", metavar="ADDRESS", help="run the chunks on this Dask scheduler")
     s.add_argument("--quiet", action="store_true")

@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from hybridperf.learn.model import train_model
-from hybridperf.search.rank import TOP_K, rank_configs, resolve_top_k
+from hybridperf.search.rank import FILL, rank_configs, resolve_top_k
 
 OUT = Path(__file__).resolve().parent / "results"
-SHARES = (0.01, 0.02, 0.05, 0.07, 0.1)  # the union's top-k as a share of the feasible configurations (k sweep)
+SHARES = (0.01, 0.02, 0.05, 0.07, 0.1)  # fixed top-k shares of the feasible configurations, for comparison
 BUDGET = 0.01  # share of each sweep measured to train the model, as a user would
 TARGET_REMOVED_PCT, TARGET_SWEEPS = 90.0, 10  # EVALUATION.md "pruning (default rank)"
 # Sweeps not used to choose the default k (the same protocol, as a check that it carries over).
@@ -75,11 +75,9 @@ def _seed_records(label: str, rows: pd.DataFrame, kernel: str, gpu: str, seed: i
             {**base, "method": "Ryoo front + top-k", **_score(np.union1d(ryoo, top), t, opt)},
             {**base, "method": "union (default rank)", **_score(union.candidates["index"].to_numpy(), t, opt),
              "front": len(front), "best_pruned_x": _measured_of_best_pruned(union, full, t, opt)}]
-    assert set(np.union1d(front, top)) == set(union.candidates["index"])  # the library's union, re-derived
-    budget = int(0.1 * full.n_feasible)  # fill the front up to 10% of the feasible with the model's fastest
-    extra = np.cumsum(~np.isin(order, front))
-    fill = order[:int(np.searchsorted(extra, budget - len(front), side="right"))]
-    recs.append({**base, "method": "union, filled to 10%", "k": len(fill), **_score(np.union1d(front, fill), t, opt)})
+    # The library's union, re-derived: the front plus the first k of the full ranking, k filling 10%.
+    assert set(np.union1d(front, top)) == set(union.candidates["index"])
+    assert len(union.candidates) == max(len(front), int(FILL * full.n_feasible)) or union.top_k == 10
     for share in SHARES:
         k = resolve_top_k(share, full.n_feasible)
         recs.append({**base, "method": f"union, top-k {share:g}", "share": share, "k": k,
@@ -183,8 +181,7 @@ def write(all_df: pd.DataFrame, seeds: list[int], seconds: float, fmt) -> str:
     all_df.to_csv(OUT / "ranking_pruning.csv", index=False)
     df, held = all_df[~all_df["held_out"]], all_df[all_df["held_out"]]
     union = per_seed(df, ["union (default rank)"]).iloc[0]
-    shares = [f"union, top-k {s:g}" for s in SHARES] + ["union, filled to 10%"] + [
-        f"top-k alone {s:g}" for s in SHARES]
+    shares = [f"union, top-k {s:g}" for s in SHARES] + [f"top-k alone {s:g}" for s in SHARES]
     line = (f"**Pruning (default rank)** (>= {TARGET_REMOVED_PCT:.0f}% removed and a configuration within 1% of "
             f"the optimum kept on >= {TARGET_SWEEPS} of 11 sweeps): the union (model trained on 1% of each sweep) "
             f"meets it on {union['seeds_meeting_target']} seeds (sweeps met per seed: "
@@ -197,8 +194,8 @@ def write(all_df: pd.DataFrame, seeds: list[int], seconds: float, fmt) -> str:
           "## Protocol\n",
           ("- The space is each sweep's recorded configurations, ranked with the library call a user makes: "
            "`rank_configs(model, kernel, gpu, sizes, configs=<the sweep's configurations>)` (default "
-           f"`prune='union'`, `top_k={TOP_K}`, i.e. the model's fastest {TOP_K:.0%} of the feasible "
-           "configurations).\n"
+           f"`prune='union'`, `top_k=None`: the front, then the model's fastest until {FILL:.0%} of the feasible "
+           "configurations are kept, at least the 10 fastest; the front is always kept whole).\n"
            "- The model is trained as a user would: per seed, a uniform random 1% of the sweep (at least 2 rows; "
            "`numpy.random.default_rng(seed).choice`, failed runs included, they just do not train) is 'measured' "
            "and `train_model(sample, random_state=seed)` fits the default hybrid model (what `hybridperf train "
@@ -208,7 +205,7 @@ def write(all_df: pd.DataFrame, seeds: list[int], seconds: float, fmt) -> str:
            "measured time is <= 1.01 x the sweep's measured optimum. The target needs both (>= 90% removed).\n"
            "- Methods: `Ryoo front` = the paper's front over efficiency and utilization (`--prune ryoo`); `no model` "
            "= what the default does without a model (front over efficiency, utilization and every analytical time "
-           "model's time); `model top-k alone` = the model's k fastest predicted (same k as the union); `Ryoo front "
+           "model's time); `model top-k alone` = the model's k fastest predicted (the same k as the union's); `Ryoo front "
            "+ top-k` = the literal union of the paper's front and the top-k; `union (default rank)` = the front "
            "over efficiency, utilization and the predicted time, plus the top-k (what `rank` now does).\n"
            "- `model_rank_of_1pct`: position, in the model's predicted order, of the first configuration within 1% "
@@ -217,11 +214,10 @@ def write(all_df: pd.DataFrame, seeds: list[int], seconds: float, fmt) -> str:
           fmt(side_by_side(df)),
           "\n## Target per seed: sweeps with >= 90% removed and a configuration within 1% kept (target >= 10 of 11)\n",
           fmt(per_seed(df, list(METHODS))),
-          "\n## The union's top-k size (k as a share of the feasible configurations)\n",
-          ("Same seeds and models; the front part does not depend on k. Chosen default: "
-           f"{TOP_K} (see docs/ranking.md). `union, filled to 10%` (not in the library): the front, then the "
-           "model's fastest until 10% of the feasible configurations are kept (if the front alone is larger, "
-           "the front only).\n"),
+          "\n## The union with a fixed top-k instead (k as a share of the feasible configurations)\n",
+          ("Same seeds and models; the front part does not depend on k. The default fills to "
+           f"{FILL:.0%} instead (`union (default rank)` above), which gives each sweep the k its front leaves "
+           "room for.\n"),
           fmt(per_seed(df, shares)),
           "\n## Where the default union misses\n",
           *(misses(df) or ["- nowhere"]), ""]

@@ -103,7 +103,7 @@ def _top_k(text: str) -> float:
 
 def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
     from hybridperf.search.chunks import PRUNE_MODES
-    from hybridperf.search.rank import TOP_K
+    from hybridperf.search.rank import FILL
 
     s.add_argument("-m", "--model", required=model_required, help="model file (without one: Ryoo efficiency order)")
     s.add_argument("--kernel", required=True)
@@ -116,8 +116,9 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
                    help="union (default): Pareto front over Ryoo's efficiency and utilization and the predicted time, "
                         "plus the model's top-k (without a model: the analytical times instead); ryoo: the paper's "
                         "two-metric front; none: rank every feasible config (needs a model)")
-    s.add_argument("--top-k", type=_top_k, default=TOP_K, metavar="K",
-                   help=f"the union keeps the model's K fastest: a count, or a share of the space (default {TOP_K})")
+    s.add_argument("--top-k", type=_top_k, default=None, metavar="K",
+                   help="the union keeps the model's K fastest: a count, or a share of the feasible configurations "
+                        f"(default: as many as fill the shortlist to {FILL:.0%} of the feasible, at least --top)")
     s.add_argument("--no-pareto", action="store_true", help="alias of --prune none")
     s.add_argument("--chunk-rows", type=int, default=200_000, help="configs per streamed chunk (bounds memory)")
     s.add_argument("--dask", metavar="ADDRESS", help="run the chunks on this Dask scheduler")

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
 
 __all__ = ["OBJECTIVES", "PRUNE_MODES", "ChunkResult", "RankSpace", "Shortlist", "analytical_time_column",
-           "chunk_ranges", "config_rows", "merge_chunks", "predict_configs", "prediction_rows", "scan_chunk",
-           "space_rows", "trim_top_k"]
+           "chunk_ranges", "config_rows", "fill_k", "merge_chunks", "predict_configs", "prediction_rows",
+           "scan_chunk", "space_rows", "trim_top_k"]
 
 OBJECTIVES = ["efficiency", "utilization"]  # Ryoo et al. (seed 003 Eqs. 1-2), both maximised
 # union: Pareto front over Ryoo's metrics and the time, plus the model's top-k; ryoo: the paper's
@@ -250,6 +250,17 @@ def trim_top_k(short: Shortlist, space: RankSpace, k: int) -> Shortlist:
     out = _select(short.kept, dataclasses.replace(space, top_k=k))
     return Shortlist(kept=out.kept, n_dropped=short.n_dropped + out.n_dropped,
                      best_dropped_ms=_nanmin([short.best_dropped_ms, out.best_dropped_ms]))
+
+
+def fill_k(short: Shortlist, budget: int, k_min: int) -> int:
+    """The largest k whose union of the front and the model's k fastest holds at most ``budget``
+    configurations, and at least ``k_min`` (the front is always whole, so it may exceed the budget)."""
+    kept = short.kept
+    order = np.lexsort((kept["index"].to_numpy(), kept["time_ms"].to_numpy(dtype=np.float64)))
+    on_front = kept["on_front"].to_numpy(dtype=bool)
+    added = np.cumsum(~on_front[order])  # configurations the first j of the order add to the front
+    k = int(np.searchsorted(added, budget - int(on_front.sum()), side="right"))
+    return max(k_min, min(k, len(kept)))
 
 
 def merge_chunks(a: ChunkResult, b: ChunkResult, space: RankSpace) -> ChunkResult:

@@ -22,6 +22,7 @@ from hybridperf.search.chunks import (
     Shortlist,
     chunk_ranges,
     config_rows,
+    fill_k,
     merge_chunks,
     scan_chunk,
     trim_top_k,
@@ -31,13 +32,13 @@ from hybridperf.sweep import param_columns, param_name
 if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
 
-__all__ = ["TOP_K", "RankResult", "rank_configs", "resolve_top_k"]
+__all__ = ["FILL", "RankResult", "rank_configs", "resolve_top_k"]
 
-# Default k of the union's top-k: the model's fastest 7% of the feasible configurations. Measured on
-# the 11 ranking sweeps with models trained on 1% of each (experiments/results/ranking_pruning.md): the
-# front adds at most 2.5%, so >= 90% is still removed, and a 1%-trained model needs k up to ~8% to
-# reach a configuration within 1% of the optimum on the convolution sweeps.
-TOP_K = 0.07
+# By default the union's top-k fills the shortlist up to this share of the feasible configurations:
+# the bound of EVALUATION.md's pruning target (>= 90% removed). Measured on the 11 ranking sweeps with
+# models trained on 1% of each (experiments/results/ranking_pruning.md): a 1%-trained model needs k up
+# to ~8% of the space to reach a configuration within 1% of the optimum on the convolution sweeps.
+FILL = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,8 @@ class RankResult:
     the order. ``on_front`` / ``in_top_k`` say which selection kept a candidate.
 
     ``prune`` is the mode asked for; ``objectives`` the columns the Pareto front was taken over
-    (empty for ``none``); ``top_k`` the k of the model's top-k (None when no top-k was kept);
+    (empty for ``none``); ``top_k`` the k of the model's top-k (None when no top-k was kept) and
+    ``fill`` the share of the feasible configurations it was chosen to fill (None when k was given);
     ``n_pareto`` / ``n_top_k`` how many candidates are on the front / in the top-k;
     ``n_pruned`` how many feasible configurations the selection dropped and ``best_pruned_ms``
     the fastest predicted time among them (NaN without a model), so a user sees whether pruning
@@ -71,6 +73,7 @@ class RankResult:
     prune: str = "union"
     objectives: tuple[str, ...] = ()
     top_k: int | None = None
+    fill: float | None = None
     n_top_k: int | None = None
     n_pruned: int = 0
     best_pruned_ms: float = float("nan")
@@ -119,11 +122,14 @@ class RankResult:
         if self.prune == "none":
             return "prune: none (every feasible configuration ranked by predicted time)"
         text = f"prune: {self.prune} (Pareto front over {', '.join(self.objectives)}"
-        return text + (f", plus the model's {self.top_k} fastest predicted)" if self.top_k else ")")
+        if not self.top_k:
+            return text + ")"
+        filled = f", filled to {self.fill:.0%} of the feasible" if self.fill else ""
+        return text + f", plus the model's {self.top_k} fastest predicted{filled})"
 
     def pruning(self) -> dict[str, Any]:
         """How the pruning did, as plain values (for JSON output)."""
-        return {"prune": self.prune, "objectives": list(self.objectives), "top_k": self.top_k,
+        return {"prune": self.prune, "objectives": list(self.objectives), "top_k": self.top_k, "fill": self.fill,
                 "screened": self.n_screened, "on_front": self.n_pareto, "in_top_k": self.n_top_k,
                 "ranked": len(self.candidates), "pruned": self.n_pruned, "best_pruned_ms": self.best_pruned_ms,
                 "best_screened_ms": self.best_screened_ms, "screened_fallback": self.screened_fallback}
@@ -286,7 +292,7 @@ def _scan_all(space: RankSpace, chunk_rows: int, progress: bool, client: Any) ->
 
 def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu: GPUSpec | str,
                  sizes: Mapping[str, Any], *, space_overrides: Mapping[str, Sequence[float]] | None = None,
-                 configs: pd.DataFrame | None = None, top: int = 10, prune: str = "union", top_k: float = TOP_K,
+                 configs: pd.DataFrame | None = None, top: int = 10, prune: str = "union", top_k: float | None = None,
                  screen_bandwidth: bool = False, pareto: bool | None = None, chunk_rows: int = 200_000,
                  progress: bool = False, client: Any = None) -> RankResult:
     """Enumerate a kernel's configuration space, prune it, and rank the survivors by predicted time.
@@ -300,8 +306,10 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     5.3); then ``prune`` selects the shortlist:
 
     - ``"union"`` (default): the Pareto front over efficiency, utilization (maximised) and the
-      model's predicted time (minimised), united with the model's ``top_k`` fastest predicted
-      configurations, so the configurations the model rates best are never dropped. The time
+      model's predicted time (minimised), united with the model's k fastest predicted
+      configurations, so the configurations the model rates best are never dropped. By default k
+      fills the shortlist up to :data:`FILL` (10%) of the feasible configurations (at least
+      ``top``; the front is always kept whole); ``top_k`` sets k instead. The time
       objective breaks the ties of Ryoo's front (clusters of identical metrics, seed 003 Fig.
       6(b)) in favour of the fastest predicted. Without a model the front is taken over
       efficiency, utilization and the time of every analytical model of the registry
@@ -323,8 +331,9 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
         missing parameter or empty cell takes its default). ``index`` then refers to its rows.
     top : number of candidates in ``RankResult.table``.
     prune : ``"union"``, ``"ryoo"`` or ``"none"`` (see above).
-    top_k : the union's top-k: a count (int >= 1) or a share (float in (0, 1)) of the feasible
-        configurations left after screening. A share is applied exactly at the end; while
+    top_k : the union's k: None (fill to :data:`FILL` of the feasible configurations, at least
+        ``top``), a count (int >= 1) or a share (float in (0, 1)) of the feasible configurations
+        left after screening. Shares and the fill are applied exactly at the end; while
         streaming, up to that share of the whole space is held.
     screen_bandwidth : drop roofline memory-bound configurations before pruning.
     pareto : deprecated alias of ``prune``: ``False`` = ``"none"``, ``True`` = ``"ryoo"``.
@@ -350,7 +359,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     explicit = None if configs is None else _explicit_configs(desc, configs)
     n = desc.space_size() if explicit is None else len(explicit)
     mode = _prune_mode(prune, pareto)
-    k = resolve_top_k(top_k, n)
+    k = max(top, math.ceil(FILL * n)) if top_k is None else resolve_top_k(top_k, n)
     space = RankSpace(kernel=desc, gpu=spec, sizes=_sizes(desc, sizes), kernel_key=desc.key, gpu_key=spec.key,
                       screen_bandwidth=screen_bandwidth, prune=mode, model=model, keep=top, top_k=k,
                       configs=explicit)  # with_space keeps the descriptor's path, so desc.key is the user's
@@ -359,18 +368,21 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     if screen_bandwidth and short.kept.empty and total.unscreened is not None and not total.unscreened.kept.empty:
         short, fallback = total.unscreened, True
     if space.n_top and mode == "union" and not isinstance(top_k, (int, np.integer)):
-        # The share is of what the selection chose from (feasible, not screened), known only now.
-        final_k = resolve_top_k(top_k, len(short.kept) + short.n_dropped)
-        short = trim_top_k(short, space, final_k)
-        space = dataclasses.replace(space, top_k=final_k)
+        # Shares are of what the selection chose from (feasible, not screened), known only now.
+        n_sel = len(short.kept) + short.n_dropped
+        final_k = fill_k(short, int(FILL * n_sel), top) if top_k is None else resolve_top_k(top_k, n_sel)
+        short = trim_top_k(short, space, min(final_k, space.top_k))
+        space = dataclasses.replace(space, top_k=min(final_k, space.top_k))
     ranked = _rank(space, short.kept.sort_values("index").reset_index(drop=True))
     front = mode != "none"
+    filled = top_k is None and mode == "union" and space.n_top > 0
     res = RankResult(kernel=space.kernel_key, gpu=space.gpu_key, sizes=dict(space.sizes), table=ranked.head(top),
                      candidates=ranked, space_size=n, infeasible=dict(total.infeasible),
                      n_screened=0 if fallback else total.n_screened,
                      n_pareto=int(ranked["on_front"].sum()) if front else None, screened_fallback=fallback,
                      prune=mode, objectives=tuple(OBJECTIVES + space.time_objectives) if front else (),
-                     top_k=space.n_top or None, n_top_k=int(ranked["in_top_k"].sum()) if space.n_top else None,
+                     top_k=space.n_top or None, fill=FILL if filled else None,
+                     n_top_k=int(ranked["in_top_k"].sum()) if space.n_top else None,
                      n_pruned=short.n_dropped, best_pruned_ms=short.best_dropped_ms,
                      best_screened_ms=np.nan if fallback else total.best_screened_ms)
     notes = _notes(res, space)

@@ -64,6 +64,26 @@ def test_union_is_the_front_over_metrics_and_time_plus_the_top_k(kernel, model, 
     assert res.objectives == ("efficiency", "utilization", "time_ms") and res.prune == "union"
 
 
+@pytest.mark.parametrize("top", [10, 400])
+def test_default_k_fills_the_shortlist_to_a_tenth(kernel, model, predicted, top) -> None:
+    from hybridperf.search.rank import FILL
+
+    res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, top=top, chunk_rows=900)
+    _, a = _analysis(kernel, [])
+    feas = np.flatnonzero(a.feasible)
+    t = predicted[feas]
+    front = feas[~_dominated(np.c_[-a.terms["ryoo"]["efficiency"].to_numpy()[feas],
+                                   -a.terms["ryoo"]["utilization"].to_numpy()[feas], t])]
+    order = feas[np.lexsort((feas, t))]
+    budget = int(FILL * len(feas))
+    sizes = [len(np.union1d(front, order[:k])) for k in range(len(order) + 1)]
+    k = max(top, max(j for j, n in enumerate(sizes) if n <= budget))  # brute force over every k
+    assert (res.top_k, res.fill) == (k, FILL)
+    assert set(res.candidates["index"]) == set(np.union1d(front, order[:k]).tolist())
+    assert len(res.candidates) == (budget if top == 10 else sizes[top])  # 400 > the fill: at least `top`
+    assert "filled to 10% of the feasible" in res.describe_pruning()
+
+
 def test_union_keeps_the_best_of_each_tie_cluster_of_ryoos_front(kernel, model, predicted) -> None:
     # Every (efficiency, utilization) point of Ryoo's two-metric front is still represented, by the
     # fastest predicted configuration of its cluster of ties.
@@ -159,6 +179,7 @@ def test_union_does_not_depend_on_chunking(model) -> None:
 def test_a_share_is_of_the_feasible_configurations(model) -> None:
     share = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, top_k=0.05, chunk_rows=300)
     count = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, top_k=share.top_k)
+    assert share.fill is None and count.fill is None
     assert share.top_k == int(np.ceil(0.05 * share.n_feasible)) < int(np.ceil(0.05 * share.space_size))
     pd.testing.assert_frame_equal(share.candidates, count.candidates)
     assert (share.n_pruned, share.best_pruned_ms) == (count.n_pruned, count.best_pruned_ms)

@@ -6,13 +6,13 @@ ranking_memory.md/.csv: peak memory of streaming a 10^7-configuration space).
     .venv/bin/python experiments/ranking.py            # everything (~10-15 min on 2 cores)
     .venv/bin/python experiments/ranking.py --quick    # 2 seeds, smaller loop budget
     .venv/bin/python experiments/ranking.py --memory   # only the streaming-memory benchmark
+    .venv/bin/python experiments/ranking.py --pruning-only [--quick]   # only the default-rank pruning
+                                                                      # comparison (ranking_pruning.md)
 """
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -24,6 +24,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ranking_memory import memory_bench, write_memory
+from ranking_pruning import evaluate_sweep, held_out_sweeps
+from ranking_pruning import write as write_pruning
+
 from hybridperf.analytical.run import analyze
 from hybridperf.datasets import load_dataset
 from hybridperf.evaluation.evaluate import evaluate
@@ -33,7 +37,6 @@ from hybridperf.search.pareto import pareto_mask, pareto_ranks
 from hybridperf.search.plots import pareto_plot, rank_plot, trajectory_plot
 
 OUT = ROOT / "experiments" / "results"
-SYNTHETIC = ROOT / "tests" / "rank" / "synthetic-10m.toml"
 # Seed 003 Table 4 (Ryoo et al., CGO'08): configurations before -> after Pareto pruning.
 RYOO_TABLE4 = [("matrix multiplication", 93, 11), ("CP", 38, 10), ("SAD", 908, 16), ("MRI-FHD", 175, 30)]
 
@@ -203,39 +206,6 @@ def loop(group: Group, seeds: list[int], budget: int, members: int, plots: bool)
 
 
 # ---------------------------------------------------------------------------------------------
-# 4. Streaming memory (run in fresh processes so the peaks do not mix)
-
-_CHILD = """
-import json, resource, sys, time
-sys.path.insert(0, {root!r})
-from hybridperf.search.rank import rank_configs
-import hybridperf.analytical.run, hybridperf.search.pareto  # imports done before the baseline
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-t = time.perf_counter()
-r = rank_configs(None, {desc!r}, "titan-v", {{"N": 4096}}, space_overrides={space!r}, chunk_rows={chunk},
-                 screen_bandwidth=True)
-sec = time.perf_counter() - t
-print(json.dumps({{"space": r.space_size, "chunk_rows": {chunk}, "seconds": sec,
-                  "rss_growth_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024,
-                  "configs_per_s": r.space_size / sec, "pareto": r.n_pareto, "feasible": r.n_feasible}}))
-"""
-
-
-def memory_bench() -> pd.DataFrame:
-    ten = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-    spaces = {"1e5": {"TX": ten[:5], "TY": ten[:5], "U": ten[:5], "V": [1, 2], "PAD": [0, 1, 2, 3]},
-              "1e6": {"U": ten[:5], "V": [1, 2], "PAD": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]},
-              "1e7": {}}
-    recs = []
-    for label, chunk in (("1e5", 200_000), ("1e6", 200_000), ("1e7", 200_000), ("1e7", 50_000), ("1e7", 1_000_000)):
-        code = _CHILD.format(root=str(ROOT), desc=str(SYNTHETIC), space=spaces[label], chunk=chunk)
-        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        recs.append(json.loads(res.stdout.strip().splitlines()[-1]))
-        print(f"  memory {label} chunk {chunk}: {recs[-1]}", file=sys.stderr)
-    return pd.DataFrame(recs)
-
-
-# ---------------------------------------------------------------------------------------------
 
 def _fmt(df: pd.DataFrame) -> str:
     def cell(v: object) -> str:
@@ -248,28 +218,18 @@ def _fmt(df: pd.DataFrame) -> str:
     return head + "".join("| " + " | ".join(cell(v) for v in r) + " |\n" for r in df.itertuples(index=False))
 
 
-def write_memory(mem: pd.DataFrame) -> None:
-    mem.to_csv(OUT / "ranking_memory.csv", index=False)
-    (OUT / "ranking_memory.md").write_text(
-        "# Streaming a 10^7-configuration space: memory\n\n"
-        "`rank_configs(None, tests/rank/synthetic-10m.toml, titan-v, N=4096, screen_bandwidth=True)`, each run "
-        "in a fresh process (`resource.getrusage` peak RSS minus the RSS after imports). Peak memory follows "
-        "the chunk size, not the space size: 10x more configurations at the same chunk size add a few MB "
-        "(the fronts), while 5x larger chunks cost about 5x more. Wall times are on this 2-core machine, "
-        "shared with other jobs.\n\n" + _fmt(mem), encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 seeds, loop budget 96, no memory benchmark")
     ap.add_argument("--memory", action="store_true", help="only the streaming-memory benchmark")
     ap.add_argument("--no-memory", action="store_true", help="skip the streaming-memory benchmark")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--pruning-only", action="store_true", help="only the default-rank pruning comparison")
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    if args.memory or not (args.quick or args.no_memory):
-        write_memory(memory_bench())
+    if args.memory or not (args.quick or args.no_memory or args.pruning_only):
+        write_memory(memory_bench(), _fmt)
         if args.memory:
             return 0
     seeds = [0, 1] if args.quick else [0, 1, 2, 3, 4]
@@ -277,6 +237,16 @@ def main(argv: list[str] | None = None) -> int:
     plots = not args.no_plots
     groups = load_groups()
     print(f"loaded {len(groups)} groups in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
+    t1 = time.perf_counter()
+    prune_rows = []
+    for g in groups:
+        prune_rows += evaluate_sweep(g.label, g.rows, g.gpu, seeds)
+    for label, rows, gpu in held_out_sweeps():
+        prune_rows += evaluate_sweep(label, rows, gpu, seeds, held_out=True)
+    prune_line = write_pruning(pd.DataFrame(prune_rows), seeds, time.perf_counter() - t1, _fmt)
+    print(f"default-rank pruning done at {time.perf_counter() - t0:.0f}s", file=sys.stderr)
+    if args.pruning_only:
+        return 0
     prune = pd.DataFrame([pruning(g, plots) for g in groups])
     print(f"pruning done at {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     s5_rows = []
@@ -291,14 +261,14 @@ def main(argv: list[str] | None = None) -> int:
     loop_df = pd.DataFrame(loop_rows)
     total = time.perf_counter() - t0
     pd.concat([prune, s5_df, loop_df], ignore_index=True).to_csv(OUT / "ranking.csv", index=False)
-    write_report(prune, s5_df, loop_df, seeds, budget, total)
+    write_report(prune, s5_df, loop_df, seeds, budget, total, prune_line)
     print(f"wrote {OUT / 'ranking.md'} in {total:.0f}s", file=sys.stderr)
     return 0
 
 
-def summary(prune: pd.DataFrame, s5_df: pd.DataFrame, loop_df: pd.DataFrame) -> list[str]:
+def summary(prune: pd.DataFrame, s5_df: pd.DataFrame, loop_df: pd.DataFrame, prune_line: str) -> list[str]:
     """The EVALUATION.md targets, met or not, computed from the tables below."""
-    out = ["## Targets (EVALUATION.md)\n"]
+    out = ["## Targets (EVALUATION.md)\n", f"- {prune_line}"]
     p = prune.dropna(subset=["front"])
     met = p[(p["removed_pct"] >= 95) & p["within1pct_kept"].astype(bool)]
     out.append(f"- **Pruning** (>= 95% removed with the optimum or a configuration within 1% kept): met on "
@@ -333,11 +303,11 @@ def summary(prune: pd.DataFrame, s5_df: pd.DataFrame, loop_df: pd.DataFrame) -> 
 
 
 def write_report(prune: pd.DataFrame, s5_df: pd.DataFrame, loop_df: pd.DataFrame, seeds: list[int], budget: int,
-                 total: float) -> None:
+                 total: float, prune_line: str) -> None:
     md = ["# Ranking: Pareto pruning, S5 ranking, measure-next loop\n",
           (f"Generated by `experiments/ranking.py` in {total / 60:.1f} min on this 2-core machine "
            f"(seeds {seeds}; numbers are from the real recorded sweeps in `datasets/`).\n")]
-    md += summary(prune, s5_df, loop_df)
+    md += summary(prune, s5_df, loop_df, prune_line)
     cols = ["group", "configs", "infeasible", "candidates", "front", "removed_pct", "best_on_front_x", "optimum_kept",
             "within1pct_kept", "layers_for_1pct", "removed_with_layers_pct", "memory_bound_pct", "screened_front",
             "screened_best_x", "error"]

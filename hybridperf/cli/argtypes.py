@@ -10,6 +10,7 @@ from hybridperf.errors import HybridperfError
 
 __all__ = [
     "count",
+    "count_or_share",
     "input_file",
     "input_path",
     "model_file",
@@ -109,6 +110,16 @@ def count(hi: int, lo: int = 1) -> Callable[[str], int]:
         return _int(text, lo, hi, f"a whole number from {lo} to {hi:,}")
     parse.__name__ = f"count_{lo}_{hi}"
     return parse
+
+
+def count_or_share(text: str) -> float:
+    """A count (a whole number from 1 to 10**9) or a share in (0, 1] (e.g. ``--top-k 200`` or ``--top-k 0.05``)."""
+    if text.strip().lstrip("+").isdigit():
+        return positive_int(text)
+    value = _float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a count (e.g. 200) or a share in (0, 1] (e.g. 0.05), got {text!r}")
+    return value
 
 
 def input_file(text: str) -> str:

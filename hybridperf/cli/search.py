@@ -19,8 +19,8 @@ def _rank(args: argparse.Namespace, model: Any) -> Any:
     client = _dask_client(args.dask) if args.dask else None
     return rank_configs(model, args.kernel, args.gpu, single_values(parse_assignments(args.set)),
                         space_overrides=space or None, top=args.top, screen_bandwidth=args.screen_bandwidth,
-                        pareto=not args.no_pareto, chunk_rows=args.chunk_rows, progress=progress_enabled(args),
-                        client=client)
+                        prune="none" if args.no_pareto else args.prune, top_k=args.top_k,
+                        chunk_rows=args.chunk_rows, progress=progress_enabled(args), client=client)
 
 
 def _dask_client(address: str) -> Any:
@@ -46,11 +46,13 @@ def _model(args: argparse.Namespace) -> Any:
 def cmd_rank(args: argparse.Namespace) -> int:
     res = _rank(args, _model(args))
     if args.json:
-        dump_json({"counts": records(res.counts()), "notes": list(res.notes), "table": records(res.table)})
+        dump_json({"counts": records(res.counts()), "pruning": {k: clean(v) for k, v in res.pruning().items()},
+                   "notes": list(res.notes), "table": records(res.table)})
         return 0
     if args.csv:
         res.candidates.to_csv(sys.stdout, index=False)
         return 0
+    print(res.describe_pruning())
     print_table(res.counts())
     for note in res.notes:
         print(f"note: {note}")
@@ -58,6 +60,7 @@ def cmd_rank(args: argparse.Namespace) -> int:
     print()
     print_table(show, [c for c in show.columns if c not in ("index", "efficiency", "utilization", "ood_reason")])
     print("\ntie_with_best: the interval overlaps the best candidate's; measure these rather than trust their order")
+    print("on_front / in_top_k: kept by the Pareto front / among the model's top-k fastest predicted")
     return 0
 
 
@@ -99,6 +102,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
     from hybridperf.cli import argtypes as t
+    from hybridperf.search.chunks import PRUNE_MODES
+    from hybridperf.search.rank import FILL
 
     s.add_argument("-m", "--model", required=model_required, type=t.model_file,
                    help="model file (without one: Ryoo efficiency order)")
@@ -108,7 +113,14 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
     s.add_argument("--top", type=t.positive_int, default=10)
     s.add_argument("--screen-bandwidth", action="store_true", help="drop roofline memory-bound configs first")
-    s.add_argument("--no-pareto", action="store_true", help="rank every feasible config, not only the Pareto set")
+    s.add_argument("--prune", choices=PRUNE_MODES, default="union",
+                   help="union (default): Pareto front over Ryoo's efficiency and utilization and the predicted time, "
+                        "plus the model's top-k (without a model: the analytical times instead); ryoo: the paper's "
+                        "two-metric front; none: rank every feasible config (needs a model)")
+    s.add_argument("--top-k", type=t.count_or_share, default=None, metavar="K",
+                   help="the union keeps the model's K fastest: a count, or a share of the feasible configurations "
+                        f"(default: as many as fill the shortlist to {FILL:.0%} of the feasible, at least --top)")
+    s.add_argument("--no-pareto", action="store_true", help="alias of --prune none")
     s.add_argument("--chunk-rows", type=t.count(5_000_000), default=200_000,
                    help="configs per streamed chunk (bounds memory)")
     s.add_argument("--dask", metavar="ADDRESS", help="run the chunks on this Dask scheduler")

@@ -1,6 +1,7 @@
-"""A configuration space in chunks: feasibility, Ryoo metrics, screening and Pareto fronts, merged associatively."""
+"""A configuration space in chunks: feasibility, Ryoo metrics, screening and the shortlist, merged associatively."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from hybridperf.analytical.run import analyze
+from hybridperf.analytical.run import TIME_MODELS, analyze
 from hybridperf.errors import DescriptorError, HybridperfError
 from hybridperf.hardware import GPUSpec
 from hybridperf.kernel import KernelDescriptor
@@ -18,11 +19,22 @@ from hybridperf.sweep import launch_rows
 if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
 
-__all__ = ["OBJECTIVES", "ChunkResult", "RankSpace", "chunk_ranges", "config_rows", "merge_chunks", "predict_configs",
-           "prediction_rows", "scan_chunk", "space_rows"]
+__all__ = ["OBJECTIVES", "PRUNE_MODES", "ChunkResult", "RankSpace", "Shortlist", "analytical_time_column",
+           "chunk_ranges", "config_rows", "fill_k", "merge_chunks", "predict_configs", "prediction_rows",
+           "scan_chunk", "space_rows", "trim_top_k"]
 
-OBJECTIVES = ["efficiency", "utilization"]
+OBJECTIVES = ["efficiency", "utilization"]  # Ryoo et al. (seed 003 Eqs. 1-2), both maximised
+# union: Pareto front over Ryoo's metrics and the time, plus the model's top-k; ryoo: the paper's
+# two-metric front; none: every feasible configuration ranked by predicted time.
+PRUNE_MODES = ("union", "ryoo", "none")
 _UNDEFINED = "Ryoo metric undefined (check counts.ryoo_instr / ryoo_regions)"
+_PREDICTED = ("time_ms", "lo_ms", "hi_ms", "regime", "limiter", "out_of_domain", "ood_reason")
+
+
+def analytical_time_column(model: str) -> str:
+    """Candidate column holding an analytical model's time, e.g. ``mwp_cwp_ms`` for ``mwp-cwp``."""
+    return f"{model.replace('-', '_')}_ms"
+
 
 @dataclass(frozen=True, slots=True)
 class RankSpace:
@@ -30,6 +42,10 @@ class RankSpace:
 
     ``kernel_key`` and ``gpu_key`` are the names written in prediction rows (what
     :func:`hybridperf.kernel.load_kernel` and :func:`hybridperf.hardware.load_gpu` resolve).
+    ``prune`` is one of :data:`PRUNE_MODES`; ``top_k`` the number of the model's fastest predicted
+    configurations the union keeps; ``keep`` the number ``prune="none"`` keeps. ``configs``, when
+    given, replaces the descriptor's Cartesian product (one row per configuration, every config
+    parameter a column).
     """
 
     kernel: KernelDescriptor
@@ -38,32 +54,71 @@ class RankSpace:
     kernel_key: str
     gpu_key: str
     screen_bandwidth: bool = False
-    pareto: bool = True
+    prune: str = "union"
     model: TrainedModel | None = None
     keep: int = 10
+    top_k: int = 100
+    configs: pd.DataFrame | None = None
 
     def __post_init__(self) -> None:
-        if not self.pareto and self.model is None:
-            raise HybridperfError("pareto=False ranks every feasible configuration by predicted time, so it needs "
-                                  "a model; pass model=... or keep pareto=True")
+        if self.prune not in PRUNE_MODES:
+            raise HybridperfError(f"unknown prune mode {self.prune!r}; choose from {', '.join(PRUNE_MODES)}")
+        if self.prune == "none" and self.model is None:
+            raise HybridperfError("prune='none' ranks every feasible configuration by predicted time, so it needs "
+                                  "a model; pass model=... or prune by 'union' or 'ryoo'")
         if self.keep < 1:
             raise HybridperfError(f"top must be at least 1, got {self.keep}")
+        if self.top_k < 1:
+            raise HybridperfError(f"top_k must be at least 1, got {self.top_k}")
+
+    @property
+    def time_objectives(self) -> list[str]:
+        """Time columns the Pareto front minimises besides Ryoo's two metrics.
+
+        ``union``: the model's predicted time or, without a model, every analytical model of the
+        registry that predicts a time (:data:`hybridperf.analytical.run.TIME_MODELS`).
+        """
+        if self.prune != "union":
+            return []
+        return ["time_ms"] if self.model is not None else [analytical_time_column(m) for m in TIME_MODELS]
+
+    @property
+    def n_top(self) -> int:
+        """How many of the fastest predicted configurations the selection keeps (0: none)."""
+        if self.model is None:
+            return 0
+        return {"union": self.top_k, "none": self.keep}.get(self.prune, 0)
+
+    def size(self) -> int:
+        """Number of configurations to scan."""
+        return self.kernel.space_size() if self.configs is None else len(self.configs)
+
+
+@dataclass(frozen=True, slots=True)
+class Shortlist:
+    """Configurations kept by the selection (flags ``on_front`` and ``in_top_k``) and what it dropped:
+    ``n_dropped`` configurations, the fastest predicted of them ``best_dropped_ms`` (NaN without a model)."""
+
+    kept: pd.DataFrame
+    n_dropped: int = 0
+    best_dropped_ms: float = float("nan")
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkResult:
-    """What one chunk (or a merge of chunks) leaves: counts and its surviving candidates.
+    """What one chunk (or a merge of chunks) leaves: counts and its shortlist.
 
-    ``front`` holds the survivors (Pareto front, or the ``keep`` fastest predicted when not
-    pruning); ``front_unscreened`` the front without bandwidth screening, kept as a fallback in
-    case screening removes every configuration.
+    ``unscreened`` is the shortlist built without bandwidth screening, kept as a fallback in case
+    screening removes every configuration; ``best_screened_ms`` the fastest predicted time among
+    the configurations screening removed.
     """
 
     n_rows: int
     infeasible: Mapping[str, int]
     n_screened: int
-    front: pd.DataFrame
-    front_unscreened: pd.DataFrame | None = None
+    shortlist: Shortlist
+    unscreened: Shortlist | None = None
+    best_screened_ms: float = float("nan")
 
 
 def chunk_ranges(n: int, chunk_rows: int) -> list[tuple[int, int]]:
@@ -97,27 +152,56 @@ def _counts(reasons: np.ndarray) -> dict[str, int]:
     return {str(k): int(v) for k, v in zip(names, n)}
 
 
-def _front(df: pd.DataFrame) -> pd.DataFrame:
-    if df.empty:
-        return df
-    return df.loc[pareto_mask(df[OBJECTIVES].to_numpy(), maximize=True)]
+def _nanmin(values: Sequence[float] | np.ndarray) -> float:
+    """Smallest finite value, NaN when there is none (no model, or nothing there)."""
+    a = np.asarray(values, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    return float(a.min()) if a.size else float("nan")
+
+
+def _select(df: pd.DataFrame, space: RankSpace) -> Shortlist:
+    """The shortlist of ``df``: the Pareto front over the mode's objectives, plus the ``n_top``
+    fastest predicted (ties by index, so the choice is a total order and merges are exact)."""
+    n = len(df)
+    on_front = np.zeros(n, dtype=bool)
+    in_top = np.zeros(n, dtype=bool)
+    if n and space.prune != "none":
+        times = [df[c].to_numpy(dtype=np.float64) for c in space.time_objectives]
+        # A time a model cannot give (NaN) counts as the slowest, so it never dominates anything.
+        obj = np.column_stack([df[c].to_numpy(dtype=np.float64) for c in OBJECTIVES]
+                              + [np.where(np.isnan(t), np.inf, t) for t in times])
+        on_front = pareto_mask(obj, maximize=[True, True] + [False] * len(times))
+    if n and space.n_top:
+        order = np.lexsort((df["index"].to_numpy(), df["time_ms"].to_numpy(dtype=np.float64)))  # NaN last
+        in_top[order[:space.n_top]] = True
+    keep = on_front | in_top
+    dropped = df["time_ms"].to_numpy(dtype=np.float64)[~keep]
+    kept = df.loc[keep].assign(on_front=on_front[keep], in_top_k=in_top[keep]).reset_index(drop=True)
+    return Shortlist(kept=kept, n_dropped=int((~keep).sum()), best_dropped_ms=_nanmin(dropped))
+
+
+def _configs(space: RankSpace, start: int, stop: int) -> pd.DataFrame:
+    if space.configs is None:
+        return space_rows(space.kernel, start, stop)
+    return space.configs.iloc[start:stop].reset_index(drop=True)
 
 
 def scan_chunk(space: RankSpace, start: int, stop: int) -> ChunkResult:
-    """Evaluate configurations ``[start, stop)``: feasibility, Ryoo metrics, screening, chunk front.
+    """Evaluate configurations ``[start, stop)``: feasibility, Ryoo metrics, predictions, screening, shortlist.
 
     Infeasible configurations (a ``[space]`` constraint broken, or over an occupancy limit) are
-    counted by reason. With ``space.screen_bandwidth``, roofline memory-bound configurations are
-    removed before the front is built (seed 003 Sec. 5.3: the metrics assume memory bandwidth is
-    not the bottleneck). Without Pareto pruning, the chunk's ``space.keep`` fastest predicted
-    configurations are kept instead.
+    counted by reason. With a model every feasible configuration's time is predicted. With
+    ``space.screen_bandwidth``, roofline memory-bound configurations are removed before the
+    shortlist is built (seed 003 Sec. 5.3: the metrics assume memory bandwidth is not the
+    bottleneck). The shortlist is the chunk's part of :func:`_select`.
     """
-    cfg = space_rows(space.kernel, start, stop)
+    cfg = _configs(space, start, stop)
     params = cfg.copy()
     for name, v in space.sizes.items():
         params[name] = v
-    models = ["occupancy", "ryoo"] + (["roofline"] if space.screen_bandwidth else [])
-    res = analyze(space.kernel, space.gpu, params, models=models)
+    timed = [m for m in TIME_MODELS if analytical_time_column(m) in space.time_objectives]
+    models = ["occupancy", "ryoo"] + (["roofline"] if space.screen_bandwidth and "roofline" not in timed else [])
+    res = analyze(space.kernel, space.gpu, params, models=models + timed)
     ok = np.asarray(res.feasible, dtype=bool).copy()
     reason = np.asarray(res.reason, dtype=object).copy()
     eff = res.terms["ryoo"]["efficiency"].to_numpy(dtype=np.float64)
@@ -128,51 +212,67 @@ def scan_chunk(space: RankSpace, start: int, stop: int) -> ChunkResult:
     surv = cfg.loc[ok].copy()
     surv.insert(0, "index", np.arange(start, stop, dtype=np.int64)[ok])
     surv["efficiency"], surv["utilization"] = eff[ok], util[ok]
-    spill = getattr(res, "register_spill", None)  # registers clamped at the GPU limit: the compiler spills
-    surv["register_spill"] = np.zeros(int(ok.sum()), dtype=bool) if spill is None else np.asarray(spill)[ok]
-    n_screened = 0
-    unscreened = None
+    surv["register_spill"] = np.asarray(res.register_spill, dtype=bool)[ok]  # registers clamped: nvcc spills
+    for m in timed:
+        surv[analytical_time_column(m)] = res.terms[m]["time_ms"].to_numpy(dtype=np.float64)[ok]
+    surv = predict_configs(space, surv)
+    n_screened, unscreened, best_screened = 0, None, float("nan")
     if space.screen_bandwidth:
         mem = res.terms["roofline"]["memory_bound"].to_numpy(dtype=bool)[ok]
         surv["memory_bound"] = mem
         n_screened = int(mem.sum())
-        if space.pareto:
-            unscreened = _front(surv)
+        best_screened = _nanmin(surv["time_ms"].to_numpy(dtype=np.float64)[mem])
+        unscreened = _select(surv, space)
         surv = surv.loc[~mem]
-    if space.pareto:
-        kept = _front(surv)
-    else:
-        kept = _fastest(predict_configs(space, surv), space.keep)
     return ChunkResult(n_rows=stop - start, infeasible=_counts(reason[~ok]), n_screened=n_screened,
-                       front=kept.reset_index(drop=True),
-                       front_unscreened=None if unscreened is None else unscreened.reset_index(drop=True))
+                       shortlist=_select(surv, space), unscreened=unscreened, best_screened_ms=best_screened)
 
 
-def _fastest(df: pd.DataFrame, k: int) -> pd.DataFrame:
-    return df.sort_values(["time_ms", "index"], kind="stable").head(k)
+def _merge(a: Shortlist | None, b: Shortlist | None, space: RankSpace) -> Shortlist | None:
+    """Shortlist of the union of two disjoint parts.
+
+    Exact for any merge order: a configuration on the global front is on the front of every
+    part that holds it, and one of the global top-k is in its part's top-k, so both survive every
+    merge; what a merge drops is counted once, so the counts and the fastest dropped add up.
+    """
+    if a is None or b is None:
+        return a if b is None else b
+    parts = [s.kept for s in (a, b) if not s.kept.empty]
+    pool = pd.concat(parts, ignore_index=True) if parts else a.kept
+    out = _select(pool, space)
+    return Shortlist(kept=out.kept, n_dropped=a.n_dropped + b.n_dropped + out.n_dropped,
+                     best_dropped_ms=_nanmin([a.best_dropped_ms, b.best_dropped_ms, out.best_dropped_ms]))
+
+
+def trim_top_k(short: Shortlist, space: RankSpace, k: int) -> Shortlist:
+    """``short`` with its top-k cut to ``k <= space.top_k`` (exact: top-k sets are nested, and the
+    front is unchanged); what the cut drops is added to the dropped count and fastest time."""
+    out = _select(short.kept, dataclasses.replace(space, top_k=k))
+    return Shortlist(kept=out.kept, n_dropped=short.n_dropped + out.n_dropped,
+                     best_dropped_ms=_nanmin([short.best_dropped_ms, out.best_dropped_ms]))
+
+
+def fill_k(short: Shortlist, budget: int, k_min: int) -> int:
+    """The largest k whose union of the front and the model's k fastest holds at most ``budget``
+    configurations, and at least ``k_min`` (the front is always whole, so it may exceed the budget)."""
+    kept = short.kept
+    order = np.lexsort((kept["index"].to_numpy(), kept["time_ms"].to_numpy(dtype=np.float64)))
+    on_front = kept["on_front"].to_numpy(dtype=bool)
+    added = np.cumsum(~on_front[order])  # configurations the first j of the order add to the front
+    k = int(np.searchsorted(added, budget - int(on_front.sum()), side="right"))
+    return max(k_min, min(k, len(kept)))
 
 
 def merge_chunks(a: ChunkResult, b: ChunkResult, space: RankSpace) -> ChunkResult:
-    """Combine two chunk results (associative: any merge order gives the same survivors)."""
+    """Combine two chunk results (associative: any merge order gives the same result)."""
     infeasible = dict(a.infeasible)
     for k, v in b.infeasible.items():
         infeasible[k] = infeasible.get(k, 0) + v
-
-    def cat(x: pd.DataFrame | None, y: pd.DataFrame | None) -> pd.DataFrame | None:
-        if x is None or y is None:
-            return x if y is None else y
-        parts = [d for d in (x, y) if not d.empty]
-        return pd.concat(parts, ignore_index=True) if parts else x
-
-    front = cat(a.front, b.front)
-    assert front is not None
-    front = _front(front) if space.pareto else _fastest(front, space.keep)
-    unscreened = cat(a.front_unscreened, b.front_unscreened)
-    if unscreened is not None:
-        unscreened = _front(unscreened)
+    short = _merge(a.shortlist, b.shortlist, space)
+    assert short is not None
     return ChunkResult(n_rows=a.n_rows + b.n_rows, infeasible=infeasible, n_screened=a.n_screened + b.n_screened,
-                       front=front.reset_index(drop=True),
-                       front_unscreened=None if unscreened is None else unscreened.reset_index(drop=True))
+                       shortlist=short, unscreened=_merge(a.unscreened, b.unscreened, space),
+                       best_screened_ms=_nanmin([a.best_screened_ms, b.best_screened_ms]))
 
 
 def prediction_rows(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
@@ -182,7 +282,7 @@ def prediction_rows(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
 
 
 def config_rows(kernel: str, gpu: str, sizes: Mapping[str, float], configs: pd.DataFrame,
-                 config_names: Sequence[str]) -> pd.DataFrame:
+                config_names: Sequence[str]) -> pd.DataFrame:
     """One problem size (``sizes``) with many configurations, as sweep rows."""
     params = pd.DataFrame({name: float(v) for name, v in sizes.items()}, index=configs.index)
     params[list(config_names)] = configs[list(config_names)].to_numpy(dtype=np.float64)
@@ -190,6 +290,8 @@ def config_rows(kernel: str, gpu: str, sizes: Mapping[str, float], configs: pd.D
 
 
 def predict_configs(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
+    """``configs`` with the model's prediction columns (time_ms, lo_ms, hi_ms, regime, limiter,
+    out_of_domain, ood_reason); NaN times and empty labels without a model."""
     out = configs.copy()
     if space.model is None or configs.empty:
         for c in ("time_ms", "lo_ms", "hi_ms"):
@@ -199,6 +301,6 @@ def predict_configs(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
     from hybridperf.learn.model import predict_rows
 
     pred = predict_rows(space.model, prediction_rows(space, configs))
-    for c in ("time_ms", "lo_ms", "hi_ms", "regime", "limiter", "out_of_domain", "ood_reason"):
+    for c in _PREDICTED:
         out[c] = pred[c].to_numpy()
     return out

@@ -1,6 +1,8 @@
-"""Rank a kernel's configuration space: constraints, Ryoo metrics, Pareto pruning, predicted times."""
+"""Rank a kernel's configuration space: constraints, Ryoo metrics, predicted times, pruning that keeps the model's best."""
 from __future__ import annotations
 
+import dataclasses
+import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -9,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from hybridperf.analytical.run import TIME_MODELS
 from hybridperf.errors import DescriptorError, HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, load_kernel
@@ -16,18 +19,26 @@ from hybridperf.search.chunks import (
     OBJECTIVES,
     ChunkResult,
     RankSpace,
+    Shortlist,
     chunk_ranges,
     config_rows,
+    fill_k,
     merge_chunks,
-    predict_configs,
     scan_chunk,
+    trim_top_k,
 )
 from hybridperf.sweep import param_columns, param_name
 
 if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
 
-__all__ = ["RankResult", "rank_configs"]
+__all__ = ["FILL", "RankResult", "rank_configs", "resolve_top_k"]
+
+# By default the union's top-k fills the shortlist up to this share of the feasible configurations:
+# the bound of EVALUATION.md's pruning target (>= 90% removed). Measured on the 11 ranking sweeps with
+# models trained on 1% of each (experiments/results/ranking_pruning.md): a 1%-trained model needs k up
+# to ~8% of the space to reach a configuration within 1% of the optimum on the convolution sweeps.
+FILL = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +48,15 @@ class RankResult:
     ``table`` is the top of ``candidates`` (ranked by predicted time; by Ryoo efficiency when no
     model was given). ``tie_with_best`` marks candidates whose prediction interval overlaps the
     best candidate's: they are indistinguishable by the model, measure them rather than trust
-    the order.
+    the order. ``on_front`` / ``in_top_k`` say which selection kept a candidate.
+
+    ``prune`` is the mode asked for; ``objectives`` the columns the Pareto front was taken over
+    (empty for ``none``); ``top_k`` the k of the model's top-k (None when no top-k was kept) and
+    ``fill`` the share of the feasible configurations it was chosen to fill (None when k was given);
+    ``n_pareto`` / ``n_top_k`` how many candidates are on the front / in the top-k;
+    ``n_pruned`` how many feasible configurations the selection dropped and ``best_pruned_ms``
+    the fastest predicted time among them (NaN without a model), so a user sees whether pruning
+    dropped something the model likes; ``best_screened_ms`` the same for bandwidth screening.
     """
 
     kernel: str  # as rows name it: shipped name, or descriptor path
@@ -51,6 +70,14 @@ class RankResult:
     n_pareto: int | None
     screened_fallback: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    prune: str = "union"
+    objectives: tuple[str, ...] = ()
+    top_k: int | None = None
+    fill: float | None = None
+    n_top_k: int | None = None
+    n_pruned: int = 0
+    best_pruned_ms: float = float("nan")
+    best_screened_ms: float = float("nan")
 
     def rows(self) -> pd.DataFrame:
         """The candidates as sweep-format rows (kernel, gpu, size.*, config.*), e.g. for suggest_next."""
@@ -67,15 +94,45 @@ class RankResult:
         return self.space_size - self.n_infeasible
 
     def counts(self) -> pd.DataFrame:
-        """One row per stage (``stage``, ``configs``, ``share`` of the space) for printing."""
-        rows = [("space", self.space_size)]
-        rows += [(f"infeasible: {r}", n) for r, n in sorted(self.infeasible.items(), key=lambda kv: -kv[1])]
-        rows += [("feasible", self.n_feasible), ("removed by bandwidth screening", self.n_screened)]
-        rows += [] if self.n_pareto is None else [("Pareto survivors", self.n_pareto)]
-        rows += [("ranked", len(self.candidates))]
-        df = pd.DataFrame(rows, columns=["stage", "configs"])
-        df["share"] = df["configs"] / max(self.space_size, 1)
+        """One row per stage: ``stage``, ``configs``, ``share`` of the space, and ``best_ms``, the
+        fastest predicted time in that set (NaN without a model)."""
+        c = self.candidates
+
+        def best(mask: Any) -> float:
+            return float(c.loc[mask, "time_ms"].min()) if len(c) and mask.any() else np.nan
+
+        rows: list[tuple[str, int, float]] = [("space", self.space_size, np.nan)]
+        rows += [(f"infeasible: {r}", n, np.nan) for r, n in sorted(self.infeasible.items(), key=lambda kv: -kv[1])]
+        rows += [("feasible", self.n_feasible, np.nan),
+                 ("removed by bandwidth screening", self.n_screened, self.best_screened_ms)]
+        if self.n_pareto is not None:
+            rows.append(("Pareto survivors", self.n_pareto, best(c["on_front"])))
+        if self.n_top_k is not None:
+            rows.append((f"model top-k (k={self.top_k})", self.n_top_k, best(c["in_top_k"])))
+        rows.append(("ranked" if self.prune != "none" else "ranked and returned", len(c),
+                     best(np.ones(len(c), dtype=bool))))
+        rows.append(("pruned" if self.prune != "none" else "ranked, not returned", self.n_pruned,
+                     self.best_pruned_ms))
+        df = pd.DataFrame(rows, columns=["stage", "configs", "best_ms"])
+        df.insert(2, "share", df["configs"] / max(self.space_size, 1))
         return df
+
+    def describe_pruning(self) -> str:
+        """One line: the prune mode, the front's objectives and the top-k."""
+        if self.prune == "none":
+            return "prune: none (every feasible configuration ranked by predicted time)"
+        text = f"prune: {self.prune} (Pareto front over {', '.join(self.objectives)}"
+        if not self.top_k:
+            return text + ")"
+        filled = f", filled to {self.fill:.0%} of the feasible" if self.fill else ""
+        return text + f", plus the model's {self.top_k} fastest predicted{filled})"
+
+    def pruning(self) -> dict[str, Any]:
+        """How the pruning did, as plain values (for JSON output)."""
+        return {"prune": self.prune, "objectives": list(self.objectives), "top_k": self.top_k, "fill": self.fill,
+                "screened": self.n_screened, "on_front": self.n_pareto, "in_top_k": self.n_top_k,
+                "ranked": len(self.candidates), "pruned": self.n_pruned, "best_pruned_ms": self.best_pruned_ms,
+                "best_screened_ms": self.best_screened_ms, "screened_fallback": self.screened_fallback}
 
 
 def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:
@@ -90,6 +147,7 @@ def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:
     order.insert(0, "rank", np.arange(1, len(order) + 1))
     cols = ["rank", "index", *space.kernel.config_names, "time_ms", "lo_ms", "hi_ms", "tie_with_best", "regime",
             "limiter", "out_of_domain", "ood_reason", "efficiency", "utilization"]
+    cols += ([] if space.model is not None else space.time_objectives) + ["on_front", "in_top_k"]
     cols += [c for c in ("register_spill", "memory_bound") if c in order.columns]
     return order[cols].rename(columns={n: f"config.{n}" for n in space.kernel.config_names}).reset_index(drop=True)
 
@@ -142,59 +200,84 @@ def _iterate(space: RankSpace, ranges: list[tuple[int, int]], client: Any) -> It
         fut.release()
 
 
-def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu: GPUSpec | str,
-                 sizes: Mapping[str, Any], *, space_overrides: Mapping[str, Sequence[float]] | None = None,
-                 top: int = 10, screen_bandwidth: bool = False, pareto: bool = True, chunk_rows: int = 200_000,
-                 progress: bool = False, client: Any = None) -> RankResult:
-    """Enumerate a kernel's configuration space, prune it, and rank the survivors by predicted time.
+def resolve_top_k(top_k: float, n_configs: int) -> int:
+    """The number of the model's fastest configurations to keep among ``n_configs``: ``top_k``
+    itself when it is a count (an int >= 1), ``ceil(top_k * n_configs)`` (at least 1) when it is a
+    share in (0, 1) (scikit-learn's convention for sizes)."""
+    if isinstance(top_k, (bool, np.bool_)) or not isinstance(top_k, (int, float, np.integer, np.floating)):
+        raise HybridperfError(f"top_k must be a count (an integer >= 1) or a share of the space in (0, 1), "
+                              f"got {top_k!r}")
+    if isinstance(top_k, (int, np.integer)):
+        if top_k < 1:
+            raise HybridperfError(f"top_k must be at least 1, got {top_k}")
+        return int(top_k)
+    if not 0 < top_k < 1:
+        raise HybridperfError(f"top_k as a float is a share of the space and must lie in (0, 1), got {top_k:g}; "
+                              "give an integer for a count")
+    return max(1, math.ceil(top_k * n_configs))
 
-    Stages: every configuration of the descriptor's ``[config]`` value lists (optionally
-    restricted by ``space_overrides``) is checked against the ``[space]`` constraints and the
-    GPU's occupancy limits (infeasible ones are counted by reason); Ryoo et al.'s efficiency and
-    utilization (seed 003 Eqs. 1-2) are computed; with ``screen_bandwidth`` roofline
-    memory-bound configurations are removed first (seed 003 Sec. 5.3); with ``pareto`` only the
-    configurations on the efficiency/utilization Pareto front (both maximised, ties kept; seed
-    003 Sec. 5.2) survive; the survivors' times and intervals are predicted by ``model``.
 
-    Parameters
-    ----------
-    model : TrainedModel or None
-        Predicts the survivors' times. ``None``: prune only, rank by efficiency.
-    kernel, gpu : descriptor / spec, or a shipped name or TOML path.
-    sizes : mapping of size parameter -> value (one problem size; defaults fill the rest).
-    space_overrides : mapping of config parameter -> allowed values (a subset of the descriptor's).
-    top : number of candidates in ``RankResult.table``.
-    screen_bandwidth, pareto : pruning stages (see above). ``pareto=False`` predicts every
-        feasible configuration and keeps the ``top`` fastest (needs a model).
-    chunk_rows : configurations per chunk; memory stays bounded by one chunk plus the fronts.
-    progress : show a tqdm bar on stderr.
-    client : optional ``distributed.Client``; the same chunk function then runs on the cluster.
+def _explicit_configs(kernel: KernelDescriptor, configs: pd.DataFrame) -> pd.DataFrame:
+    """One column per config parameter: ``config.*`` columns (a sweep table) or columns named after
+    the parameters; a missing parameter or an empty cell takes the descriptor's default."""
+    prefixed = [c for c in configs.columns if str(c).startswith("config.")]
+    table = configs[prefixed].set_axis([param_name(c) for c in prefixed], axis=1) if prefixed else configs
+    unknown = [c for c in prefixed if param_name(c) not in kernel.config_names]
+    if unknown:
+        raise DescriptorError(f"{kernel.name}: configs column {unknown[0]!r} is not a config parameter; "
+                              f"config parameters: {', '.join(kernel.config_names)}")
+    if table.empty:
+        raise HybridperfError("configs has no rows; give at least one configuration to rank")
+    out = pd.DataFrame(index=pd.RangeIndex(len(table)))
+    for p in kernel.config:
+        col = (pd.to_numeric(table[p.name], errors="coerce").to_numpy(dtype=np.float64) if p.name in table
+               else np.full(len(table), np.nan))
+        if np.isnan(col).any():
+            if p.default is None:
+                raise DescriptorError(f"{kernel.name}: configs lack a value of {p.name} in "
+                                      f"{int(np.isnan(col).sum())} rows and it has no default; fill the column")
+            col = np.where(np.isnan(col), p.default, col)
+        out[p.name] = col
+    return out
 
-    Returns
-    -------
-    RankResult
-        The ranked table (rank, index, config.*, time_ms, lo_ms, hi_ms, tie_with_best, regime,
-        limiter, out_of_domain, ood_reason, efficiency, utilization, register_spill[, memory_bound]) and the
-        counts of every stage.
-    """
-    desc = load_kernel(kernel)
-    spec = load_gpu(gpu)
-    if space_overrides:
-        _check_overrides(desc, space_overrides)
-        desc = desc.with_space({k: tuple(float(v) for v in vs) for k, vs in space_overrides.items()})
-    kernel_key, gpu_key = desc.key, spec.key  # with_space keeps the descriptor's path
-    space = RankSpace(kernel=desc, gpu=spec, sizes=_sizes(desc, sizes), kernel_key=kernel_key, gpu_key=gpu_key,
-                      screen_bandwidth=screen_bandwidth, pareto=pareto, model=model, keep=top)
-    n = desc.space_size()
-    ranges = chunk_ranges(n, chunk_rows)
+
+def _prune_mode(prune: str, pareto: bool | None) -> str:
+    if pareto is None:
+        return prune
+    return "ryoo" if pareto else "none"
+
+
+def _notes(res: RankResult, space: RankSpace) -> list[str]:
+    """What a user should know about the pruning: the fallback without a model, what it dropped."""
+    notes = []
+    if space.prune == "union" and space.model is None:
+        notes.append("no model, so no predicted times for the union's top-k: kept the Pareto front over "
+                     f"efficiency, utilization and the analytical times ({', '.join(TIME_MODELS)}) instead; "
+                     "pass a model (-m) to keep the model's top-k as well")
+    kept = float(res.candidates["time_ms"].min()) if len(res.candidates) else np.nan
+    if res.prune != "none" and np.isfinite(res.best_pruned_ms) and not res.best_pruned_ms >= kept:
+        notes.append(f"pruning dropped a configuration predicted at {res.best_pruned_ms:.4g} ms, faster than the best "
+                     f"kept ({kept:.4g} ms); prune 'union' keeps the model's fastest configurations too")
+    if np.isfinite(res.best_screened_ms) and not res.best_screened_ms >= kept:
+        notes.append(f"bandwidth screening removed a configuration predicted at {res.best_screened_ms:.4g} ms, faster "
+                     f"than the best kept ({kept:.4g} ms)")
+    out_of_domain = int(res.candidates["out_of_domain"].sum())
+    if out_of_domain:
+        notes.append(f"{out_of_domain} of {len(res.candidates)} candidates are outside the model's training domain; "
+                     "their times are extrapolations")
+    return notes
+
+
+def _scan_all(space: RankSpace, chunk_rows: int, progress: bool, client: Any) -> ChunkResult:
+    n = space.size()
     total: ChunkResult | None = None
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=n, unit="cfg", unit_scale=True, file=sys.stderr, desc=f"rank {desc.name}")
+        bar = tqdm(total=n, unit="cfg", unit_scale=True, file=sys.stderr, desc=f"rank {space.kernel.name}")
     try:
-        for part in _iterate(space, ranges, client):
+        for part in _iterate(space, chunk_ranges(n, chunk_rows), client):
             total = part if total is None else merge_chunks(total, part, space)
             if bar is not None:
                 bar.update(part.n_rows)
@@ -202,21 +285,108 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
         if bar is not None:
             bar.close()
     if total is None:
-        total = ChunkResult(n_rows=0, infeasible={}, n_screened=0, front=pd.DataFrame(columns=["index", *OBJECTIVES]))
-    notes: list[str] = []
-    front, fallback = total.front, False
-    if screen_bandwidth and front.empty and total.front_unscreened is not None and not total.front_unscreened.empty:
-        front, fallback = total.front_unscreened, True
-        notes.append(f"every feasible configuration is memory-bound by the roofline ({total.n_screened}); "
+        empty = pd.DataFrame(columns=["index", *OBJECTIVES, "time_ms", "on_front", "in_top_k"])
+        total = ChunkResult(n_rows=0, infeasible={}, n_screened=0, shortlist=Shortlist(kept=empty))
+    return total
+
+
+def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu: GPUSpec | str,
+                 sizes: Mapping[str, Any], *, space_overrides: Mapping[str, Sequence[float]] | None = None,
+                 configs: pd.DataFrame | None = None, top: int = 10, prune: str = "union", top_k: float | None = None,
+                 screen_bandwidth: bool = False, pareto: bool | None = None, chunk_rows: int = 200_000,
+                 progress: bool = False, client: Any = None) -> RankResult:
+    """Enumerate a kernel's configuration space, prune it, and rank the survivors by predicted time.
+
+    Stages: every configuration of the descriptor's ``[config]`` value lists (optionally
+    restricted by ``space_overrides``, or the rows of ``configs``) is checked against the
+    ``[space]`` constraints and the GPU's occupancy limits (infeasible ones are counted by
+    reason); Ryoo et al.'s efficiency and utilization (seed 003 Eqs. 1-2) are computed and, with
+    a model, every feasible configuration's time is predicted, chunk by chunk; with
+    ``screen_bandwidth`` roofline memory-bound configurations are removed first (seed 003 Sec.
+    5.3); then ``prune`` selects the shortlist:
+
+    - ``"union"`` (default): the Pareto front over efficiency, utilization (maximised) and the
+      model's predicted time (minimised), united with the model's k fastest predicted
+      configurations, so the configurations the model rates best are never dropped. By default k
+      fills the shortlist up to :data:`FILL` (10%) of the feasible configurations (at least
+      ``top``; the front is always kept whole); ``top_k`` sets k instead. The time
+      objective breaks the ties of Ryoo's front (clusters of identical metrics, seed 003 Fig.
+      6(b)) in favour of the fastest predicted. Without a model the front is taken over
+      efficiency, utilization and the time of every analytical model of the registry
+      (:data:`hybridperf.analytical.run.TIME_MODELS`) instead, and a note says so.
+    - ``"ryoo"``: the paper's front over efficiency and utilization alone (ties kept; seed 003
+      Sec. 5.2).
+    - ``"none"``: no pruning; every feasible configuration is ranked and the ``top`` fastest
+      predicted are returned (needs a model).
+
+    Parameters
+    ----------
+    model : TrainedModel or None
+        Predicts the times. ``None``: prune only, rank by efficiency.
+    kernel, gpu : descriptor / spec, or a shipped name or TOML path.
+    sizes : mapping of size parameter -> value (one problem size; defaults fill the rest).
+    space_overrides : mapping of config parameter -> allowed values (a subset of the descriptor's).
+    configs : explicit configurations to rank instead of the descriptor's Cartesian product (one
+        row each; ``config.*`` columns, as in a sweep, or columns named after the parameters; a
+        missing parameter or empty cell takes its default). ``index`` then refers to its rows.
+    top : number of candidates in ``RankResult.table``.
+    prune : ``"union"``, ``"ryoo"`` or ``"none"`` (see above).
+    top_k : the union's k: None (fill to :data:`FILL` of the feasible configurations, at least
+        ``top``), a count (int >= 1) or a share (float in (0, 1)) of the feasible configurations
+        left after screening. Shares and the fill are applied exactly at the end; while
+        streaming, up to that share of the whole space is held.
+    screen_bandwidth : drop roofline memory-bound configurations before pruning.
+    pareto : deprecated alias of ``prune``: ``False`` = ``"none"``, ``True`` = ``"ryoo"``.
+    chunk_rows : configurations per chunk; memory stays bounded by one chunk plus the shortlist.
+    progress : show a tqdm bar on stderr.
+    client : optional ``distributed.Client``; the same chunk function then runs on the cluster.
+
+    Returns
+    -------
+    RankResult
+        The ranked table (rank, index, config.*, time_ms, lo_ms, hi_ms, tie_with_best, regime,
+        limiter, out_of_domain, ood_reason, efficiency, utilization[, the analytical times],
+        on_front, in_top_k, register_spill[, memory_bound]), the counts of every stage and what
+        pruning dropped.
+    """
+    desc = load_kernel(kernel)
+    spec = load_gpu(gpu)
+    if configs is not None and space_overrides:
+        raise HybridperfError("give either configs (explicit configurations) or space_overrides, not both")
+    if space_overrides:
+        _check_overrides(desc, space_overrides)
+        desc = desc.with_space({k: tuple(float(v) for v in vs) for k, vs in space_overrides.items()})
+    explicit = None if configs is None else _explicit_configs(desc, configs)
+    n = desc.space_size() if explicit is None else len(explicit)
+    mode = _prune_mode(prune, pareto)
+    k = max(top, math.ceil(FILL * n)) if top_k is None else resolve_top_k(top_k, n)
+    space = RankSpace(kernel=desc, gpu=spec, sizes=_sizes(desc, sizes), kernel_key=desc.key, gpu_key=spec.key,
+                      screen_bandwidth=screen_bandwidth, prune=mode, model=model, keep=top, top_k=k,
+                      configs=explicit)  # with_space keeps the descriptor's path, so desc.key is the user's
+    total = _scan_all(space, chunk_rows, progress, client)
+    short, fallback = total.shortlist, False
+    if screen_bandwidth and short.kept.empty and total.unscreened is not None and not total.unscreened.kept.empty:
+        short, fallback = total.unscreened, True
+    if space.n_top and mode == "union" and not isinstance(top_k, (int, np.integer)):
+        # Shares are of what the selection chose from (feasible, not screened), known only now.
+        n_sel = len(short.kept) + short.n_dropped
+        final_k = fill_k(short, int(FILL * n_sel), top) if top_k is None else resolve_top_k(top_k, n_sel)
+        short = trim_top_k(short, space, min(final_k, space.top_k))
+        space = dataclasses.replace(space, top_k=min(final_k, space.top_k))
+    ranked = _rank(space, short.kept.sort_values("index").reset_index(drop=True))
+    front = mode != "none"
+    filled = top_k is None and mode == "union" and space.n_top > 0
+    res = RankResult(kernel=space.kernel_key, gpu=space.gpu_key, sizes=dict(space.sizes), table=ranked.head(top),
+                     candidates=ranked, space_size=n, infeasible=dict(total.infeasible),
+                     n_screened=0 if fallback else total.n_screened,
+                     n_pareto=int(ranked["on_front"].sum()) if front else None, screened_fallback=fallback,
+                     prune=mode, objectives=tuple(OBJECTIVES + space.time_objectives) if front else (),
+                     top_k=space.n_top or None, fill=FILL if filled else None,
+                     n_top_k=int(ranked["in_top_k"].sum()) if space.n_top else None,
+                     n_pruned=short.n_dropped, best_pruned_ms=short.best_dropped_ms,
+                     best_screened_ms=np.nan if fallback else total.best_screened_ms)
+    notes = _notes(res, space)
+    if fallback:
+        notes.insert(0, f"every feasible configuration is memory-bound by the roofline ({total.n_screened}); "
                      "screening was skipped so that something is ranked")
-    front = front.sort_values("index").reset_index(drop=True)
-    cands = predict_configs(space, front) if pareto else front
-    ranked = _rank(space, cands)
-    if ranked["out_of_domain"].any():
-        notes.append(f"{int(ranked['out_of_domain'].sum())} of {len(ranked)} candidates are outside the model's "
-                     "training domain; their times are extrapolations")
-    return RankResult(kernel=kernel_key, gpu=gpu_key, sizes=dict(space.sizes), table=ranked.head(top),
-                      candidates=ranked, space_size=n, infeasible=dict(total.infeasible),
-                      n_screened=0 if fallback else total.n_screened,
-                      n_pareto=len(front) if pareto else None, screened_fallback=fallback,
-                      notes=tuple(notes))
+    return dataclasses.replace(res, notes=tuple(notes))

@@ -78,7 +78,7 @@ def rank_default() -> dict[str, Any]:
 def rank_ryoo() -> dict[str, Any]:
     from hybridperf.search.rank import rank_configs
 
-    res = rank_configs(None, "clblast-xgemm", "gtx680", {"M": 2048, "N": 2048, "K": 2048}, top=50)
+    res = rank_configs(None, "clblast-xgemm", "gtx680", {"M": 2048, "N": 2048, "K": 2048}, top=50, prune="ryoo")
     return {"candidates": _cols(res.candidates, list(res.candidates.columns))}
 
 

@@ -29,7 +29,7 @@ def test_space_rows_follow_config_space_order(kernel) -> None:
 
 
 def test_counts_and_front_match_a_brute_force_pass(kernel) -> None:
-    res = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=500)
+    res = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=500, prune="ryoo")
     cfg, a = _all(kernel, SMALL)
     assert res.space_size == len(cfg) == 4608
     want = pd.Series(a.reason[~a.feasible]).value_counts().to_dict()
@@ -41,7 +41,8 @@ def test_counts_and_front_match_a_brute_force_pass(kernel) -> None:
     obj = np.c_[ry["efficiency"].to_numpy()[a.feasible], ry["utilization"].to_numpy()[a.feasible]]
     front = np.flatnonzero(a.feasible)[pareto_mask(obj, maximize=True)]
     assert sorted(res.candidates["index"]) == sorted(front.tolist())
-    assert res.n_pareto == len(front)
+    assert res.n_pareto == len(front) and res.candidates["on_front"].all()
+    assert res.n_pruned == res.n_feasible - len(front) and np.isnan(res.best_pruned_ms)
     # No model: ranked by efficiency, no times, no ties claimed.
     assert res.candidates["efficiency"].is_monotonic_decreasing
     assert res.candidates["time_ms"].isna().all() and not res.candidates["tie_with_best"].any()
@@ -49,11 +50,15 @@ def test_counts_and_front_match_a_brute_force_pass(kernel) -> None:
     assert counts.loc[counts["stage"] == "space", "configs"].item() == 4608
 
 
-def test_result_does_not_depend_on_chunking(kernel) -> None:
-    a = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=97, screen_bandwidth=True)
-    b = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=100_000, screen_bandwidth=True)
+@pytest.mark.parametrize("prune", ["ryoo", "union"])
+def test_result_does_not_depend_on_chunking(kernel, prune) -> None:
+    a = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=97, screen_bandwidth=True,
+                     prune=prune)
+    b = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=100_000, screen_bandwidth=True,
+                     prune=prune)
     pd.testing.assert_frame_equal(a.candidates, b.candidates)
-    assert (a.infeasible, a.n_screened, a.n_pareto) == (b.infeasible, b.n_screened, b.n_pareto)
+    assert (a.infeasible, a.n_screened, a.n_pareto, a.n_pruned) == (b.infeasible, b.n_screened, b.n_pareto,
+                                                                     b.n_pruned)
 
 
 def test_bandwidth_screening_removes_memory_bound_configs(kernel) -> None:
@@ -64,9 +69,10 @@ def test_bandwidth_screening_removes_memory_bound_configs(kernel) -> None:
     assert not res.candidates["memory_bound"].any() and not res.screened_fallback
 
 
-def test_screening_falls_back_when_everything_is_memory_bound() -> None:
+@pytest.mark.parametrize("prune", ["ryoo", "union"])
+def test_screening_falls_back_when_everything_is_memory_bound(prune) -> None:
     tiny = {"BX": [1], "BY": [1, 2], "TX": [1], "TY": [1], "U": [1, 2], "V": [1], "PAD": [0]}
-    res = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=tiny, screen_bandwidth=True)
+    res = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=tiny, screen_bandwidth=True, prune=prune)
     assert res.screened_fallback and res.n_screened == 0 and len(res.candidates) >= 1
     assert "memory-bound" in res.notes[0]
 
@@ -86,14 +92,17 @@ def test_model_ranking_intervals_and_ties(model) -> None:
     assert set(res.table["limiter"]) <= {"warps", "registers", "shared memory", "blocks"}
 
 
-def test_without_pareto_the_fastest_predicted_are_kept(model, small_sweep) -> None:
+@pytest.mark.parametrize("how", [{"prune": "none"}, {"pareto": False}])
+def test_without_pruning_the_fastest_predicted_are_kept(model, small_sweep, how) -> None:
     from hybridperf.learn.model import predict_rows
 
-    res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, pareto=False, top=4, chunk_rows=1000)
-    assert res.n_pareto is None
+    res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, top=4, chunk_rows=1000, **how)
+    assert res.n_pareto is None and res.prune == "none" and res.objectives == ()
     ok = small_sweep[small_sweep["status"] == "ok"]
-    want = predict_rows(model, ok)["time_ms"].nsmallest(4).to_numpy()
-    np.testing.assert_allclose(res.table["time_ms"].to_numpy(), want, rtol=1e-6)
+    pred = predict_rows(model, ok)["time_ms"]
+    np.testing.assert_allclose(res.table["time_ms"].to_numpy(), pred.nsmallest(4).to_numpy(), rtol=1e-6)
+    assert res.n_pruned == len(ok) - 4
+    np.testing.assert_allclose(res.best_pruned_ms, pred.nsmallest(5).iloc[-1], rtol=1e-6)
 
 
 def test_rows_feed_predict_rows(model) -> None:
@@ -104,15 +113,17 @@ def test_rows_feed_predict_rows(model) -> None:
     np.testing.assert_allclose(pred["time_ms"].to_numpy(), res.candidates["time_ms"].to_numpy(), rtol=1e-9)
 
 
-def test_dask_cluster_gives_the_same_result() -> None:
+def test_dask_cluster_gives_the_same_result(model) -> None:
+    # Chunks come back in completion order, so this also merges in an arbitrary order.
     distributed = pytest.importorskip("distributed")
-    serial = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=600, screen_bandwidth=True)
+    kw = {"space_overrides": SMALL, "chunk_rows": 600, "screen_bandwidth": True, "top_k": 0.02}
+    serial = rank_configs(model, DESCRIPTOR, GPU, SIZES, **kw)
     with distributed.LocalCluster(n_workers=2, processes=False, threads_per_worker=1,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        par = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=600,
-                           screen_bandwidth=True, client=client)
+        par = rank_configs(model, DESCRIPTOR, GPU, SIZES, client=client, **kw)
     pd.testing.assert_frame_equal(serial.candidates, par.candidates)
-    assert (serial.infeasible, serial.n_screened) == (par.infeasible, par.n_screened)
+    assert (serial.infeasible, serial.n_screened, serial.n_pruned, serial.best_pruned_ms) == (
+        par.infeasible, par.n_screened, par.n_pruned, par.best_pruned_ms)
 
 
 def test_a_1e5_space_streams(capsys) -> None:
@@ -136,5 +147,7 @@ def test_errors_are_one_line_and_say_how_to_fix(model) -> None:
         rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides={"ZZ": [3]})
     with pytest.raises(HybridperfError, match="needs a model"):
         rank_configs(None, DESCRIPTOR, GPU, SIZES, pareto=False)
+    with pytest.raises(HybridperfError, match="unknown prune mode 'pareto'; choose from union, ryoo, none"):
+        rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="pareto")
     with pytest.raises(HybridperfError, match="chunk_rows"):
         rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=0)

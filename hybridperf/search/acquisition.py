@@ -46,13 +46,19 @@ def expected_improvement(log_mu: npt.ArrayLike, sigma: npt.ArrayLike, best_ms: f
 
 
 def _draw_minima(surfaces: FloatArray, noise: float, draws: int, rng: np.random.Generator) -> FloatArray:
-    """Minimum over candidates of ``draws`` sampled surfaces: a member (cycled) plus independent noise."""
+    """Minimum over candidates of ``draws`` sampled surfaces: a member (cycled) plus independent noise.
+
+    Only candidates within 6 noise units of a member's minimum can be a draw's minimum (short of
+    a 6-sigma draw), so the others are never sampled: the cost follows the contenders, not the space.
+    """
     m = surfaces.shape[0]
-    out = np.empty(draws)
-    for d in range(draws):
-        s = surfaces[d % m]
-        out[d] = np.min(s + noise * rng.standard_normal(s.shape)) if noise > 0 else np.min(s)
-    return out
+    out = []
+    for i, s in enumerate(surfaces):
+        k = len(range(i, draws, m))  # draws of member i
+        near = s[s <= s.min() + 6 * noise]
+        out.append((near + noise * rng.standard_normal((k, near.size))).min(axis=1) if noise > 0 else
+                   np.full(k, near.min()))
+    return np.concatenate(out)
 
 
 def stop_rule(surfaces: npt.ArrayLike, noise: float, best_ms: float, *, gain: float = 0.01,

@@ -29,8 +29,10 @@ SIGMA_DEFAULT = 0.3  # log-space spread assumed when there is nothing to estimat
 class FeaturePool:
     """Rows (sweep format) and their features (``analytical_features``), computed once, reused by every refit.
 
-    ``X`` is the loop's design matrix (float32, every feature column but ``feasible``; NaN where
-    the analytical models give none), ``feasible`` the descriptor's verdict per row, ``coords`` the
+    ``X`` is the design matrix (float32, every feature column but ``feasible``; NaN where the
+    analytical models give none), ``varying`` the loop's design matrix (the columns of ``X`` that
+    vary over the pool: GPU fields and sizes are constant within one tuning problem), ``feasible``
+    the descriptor's verdict per row, ``coords`` the
     rows' :func:`param_grid_coordinates` (for space-filling). ``matrices`` caches a
     :class:`TrainedModel`'s design matrix per (baseline choice, columns).
     """
@@ -41,6 +43,7 @@ class FeaturePool:
     columns: tuple[str, ...]
     feasible: npt.NDArray[np.bool_] = field(repr=False)
     coords: npt.NDArray[np.float64] = field(repr=False)
+    varying: npt.NDArray[np.float32] = field(repr=False)
     matrices: dict[Any, npt.NDArray[np.float64]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -50,8 +53,12 @@ class FeaturePool:
         feats = (analytical_features(rows) if feats is None else feats).reset_index(drop=True)
         columns = tuple(c for c in feats.columns if c != "feasible")
         X = feats[list(columns)].to_numpy(dtype=np.float32, na_value=np.nan)
-        return cls(rows=rows, feats=feats, X=X, columns=columns, feasible=feats["feasible"].to_numpy() > 0,
-                   coords=param_grid_coordinates(rows))
+        feasible = feats["feasible"].to_numpy() > 0
+        with np.errstate(invalid="ignore"):
+            spread = np.nanmax(X[feasible], axis=0) > np.nanmin(X[feasible], axis=0) if feasible.any() \
+                else np.zeros(X.shape[1], dtype=bool)
+        return cls(rows=rows, feats=feats, X=X, columns=columns, feasible=feasible,
+                   coords=param_grid_coordinates(rows), varying=np.ascontiguousarray(X[:, spread]))
 
     def design(self, feats: pd.DataFrame) -> npt.NDArray[np.float32]:
         """Other rows' features as this pool's design matrix (columns it lacks are NaN)."""

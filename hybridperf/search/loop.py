@@ -105,18 +105,18 @@ def failure_probability(pool: FeaturePool, prior: Prior, idx: npt.NDArray[np.int
         return np.log(p / (1 - p))
     m_meas = logit(prior.p_fail[idx]) if prior.p_fail is not None else np.full(idx.size, logit(np.array(rate)))
     m_cand = logit(base) if prior.p_fail is not None else np.full(cand.size, logit(np.array(rate)))
-    d = xgb.DMatrix(pool.X[idx], label=failed.astype(np.float64), base_margin=m_meas, nthread=1)
+    d = xgb.DMatrix(pool.varying[idx], label=failed.astype(np.float64), base_margin=m_meas, nthread=1)
     clf = xgb.train({"objective": "binary:logistic", "max_depth": 3, "eta": 0.3, "min_child_weight": 0.5,
                      "tree_method": "exact", "nthread": 1, "seed": seed}, d, 20)
-    trees = clf.inplace_predict(pool.X[cand], predict_type="margin", base_margin=np.zeros(cand.size))
+    trees = clf.inplace_predict(pool.varying[cand], predict_type="margin", base_margin=np.zeros(cand.size))
     return 1.0 / (1.0 + np.exp(-(m_cand + trees)))
 
 
 def _design(pool: FeaturePool, prior: Prior, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
     """Pool rows' design matrix with the prior's log time as one more column (the members may split on it)."""
     if not prior.informative:
-        return pool.X[idx]
-    return np.column_stack([pool.X[idx], prior.log_time[idx].astype(np.float32)])
+        return pool.varying[idx]
+    return np.column_stack([pool.varying[idx], prior.log_time[idx].astype(np.float32)])
 
 
 def _free_share(stall: int, batch: int) -> float:
@@ -156,7 +156,7 @@ def _surfaces(pool: FeaturePool, prior: Prior, idx: npt.NDArray[np.int64], y: Fl
         out.append(bag.predict(Xc, offset[cand]))
         sig, w = sig + bag.sigma_oob * len(bag.boosters), w + len(bag.boosters)
     if n_free:
-        Xm, Xc = (pool.X[idx], pool.X[cand]) if FREE_BLIND else (Xm, Xc)
+        Xm, Xc = (pool.varying[idx], pool.varying[cand]) if FREE_BLIND else (Xm, Xc)
         bag = fit_bag(Xm, y, np.zeros(idx.size), members=n_free, seed=seed + 7919)
         out.append(bag.predict(Xc, np.zeros(cand.size)))
         sig, w = sig + bag.sigma_oob * len(bag.boosters), w + len(bag.boosters)

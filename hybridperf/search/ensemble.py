@@ -54,9 +54,9 @@ class FeaturePool:
         columns = tuple(c for c in feats.columns if c != "feasible")
         X = feats[list(columns)].to_numpy(dtype=np.float32, na_value=np.nan)
         feasible = feats["feasible"].to_numpy() > 0
-        with np.errstate(invalid="ignore"):
-            spread = np.nanmax(X[feasible], axis=0) > np.nanmin(X[feasible], axis=0) if feasible.any() \
-                else np.zeros(X.shape[1], dtype=bool)
+        F, nan = X[feasible], np.isnan(X[feasible])
+        spread = np.where(nan, -np.inf, F).max(axis=0, initial=-np.inf) > \
+            np.where(nan, np.inf, F).min(axis=0, initial=np.inf)
         return cls(rows=rows, feats=feats, X=X, columns=columns, feasible=feasible,
                    coords=param_grid_coordinates(rows), varying=np.ascontiguousarray(X[:, spread]))
 

@@ -133,7 +133,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     comp = compare_strategies(data, args.kernel, args.gpu, single_values(parse_assignments(args.set)) or None,
                               seeds=args.seeds, seed_offset=args.seed_offset, strategies=args.strategies,
                               prior=args.prior, prior_rows=prior_rows, model=_model(args), budget=args.budget,
-                              stop=args.stop, options=LoopOptions(**_loop_kwargs(args)))
+                              stop=args.stop, options=LoopOptions(**_loop_kwargs(args)), n_jobs=args.jobs)
     if args.json or args.csv or args.output:
         _write_replay(comp, args)
         if not args.output:
@@ -215,6 +215,7 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--seed-offset", type=int, default=0, help="first seed (runs use seeds OFFSET..OFFSET+SEEDS-1)")
     s.add_argument("--strategies", nargs="+", choices=["model", "random"], default=["model", "random"])
     s.add_argument("--stop", action="store_true", help="end a run when the stop rule says stop (default: record it)")
+    s.add_argument("--jobs", type=int, default=1, help="threads running the replays")
     _loop_args(s)
     s.add_argument("-o", "--output", help="write the trajectories (.csv or .json; every measurement of every run)")
     fmt = s.add_mutually_exclusive_group()

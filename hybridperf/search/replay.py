@@ -25,8 +25,9 @@ class Trajectory:
 
     ``steps``: ``n_measured``, ``index`` (row of the group), the config columns, ``time_ms`` (NaN:
     the configuration failed), ``best_ms`` so far, ``fraction_of_optimum`` (optimum / best so far;
-    1.0 = optimum found), ``p_better`` and ``expected_gain`` (the stop rule's estimates when the
-    batch was chosen), ``stop_rule`` (the rule said stop before this batch) and ``why``.
+    1.0 = optimum found), ``batch`` (0: the start), ``p_better`` and ``expected_gain`` (the stop
+    rule's estimates when the batch was chosen), ``stop_rule`` (the rule said stop before this
+    batch) and ``why``.
     ``stopped_at``: measurements done when the rule first said stop (None: never).
     """
 
@@ -140,12 +141,12 @@ def replay(sweep: pd.DataFrame, kernel: str, gpu: str, sizes: Mapping[str, float
     n = len(pool.rows)
     budget = min(budget, n)
     note = ""
-    cols = {"p_better": [], "expected_gain": [], "stop_rule": [], "why": []}
+    cols: dict[str, list[Any]] = {"batch": [], "p_better": [], "expected_gain": [], "stop_rule": [], "why": []}
     stopped_at = None
     if strategy == "random":
         order = list(np.random.default_rng(seed).permutation(n)[:budget])
-        cols = {"p_better": [np.nan] * budget, "expected_gain": [np.nan] * budget, "stop_rule": [False] * budget,
-                "why": ["random"] * budget}
+        cols = {"batch": [0] * budget, "p_better": [np.nan] * budget, "expected_gain": [np.nan] * budget,
+                "stop_rule": [False] * budget, "why": ["random"] * budget}
     else:
         pr = prior if isinstance(prior, Prior) else replay_prior(sweep, pool, prior, seed=seed)
         note = f"{pr.name}: {pr.note}"
@@ -164,6 +165,7 @@ def replay(sweep: pd.DataFrame, kernel: str, gpu: str, sizes: Mapping[str, float
                     break
             order += [int(i) for i in step.positions]
             m = step.positions.size
+            cols["batch"] += [k - 1] * m
             cols["p_better"] += [step.stop.p_better if step.stop else np.nan] * m
             cols["expected_gain"] += [step.stop.expected_gain if step.stop else np.nan] * m
             cols["stop_rule"] += [said] * m
@@ -190,13 +192,22 @@ def _trajectory(pool: FeaturePool, t: np.ndarray, order: list[int], cols: dict[s
 def compare_strategies(sweep: pd.DataFrame, kernel: str, gpu: str, sizes: Mapping[str, float] | None = None, *,
                        seeds: int = 3, seed_offset: int = 0, strategies: Sequence[str] = STRATEGIES,
                        prior: str = "auto", prior_rows: pd.DataFrame | None = None,
-                       model: TrainedModel | None = None, **replay_options: Any) -> Comparison:
+                       model: TrainedModel | None = None, n_jobs: int = 1, **replay_options: Any) -> Comparison:
     """Replay each strategy with seeds ``seed_offset .. seed_offset + seeds - 1`` on one group (features and
-    prior computed once)."""
+    prior computed once; ``n_jobs`` threads run the replays: xgboost and numpy release the GIL)."""
     pool = replay_pool(sweep, kernel, gpu, sizes)
     pr = replay_prior(sweep, pool, prior, prior_rows=prior_rows, model=model, seed=seed_offset) \
         if "model" in strategies else None
-    runs = [replay(sweep, kernel, gpu, sizes, seed=s, strategy=st, pool=pool, prior=pr if pr else "none",
-                   **replay_options)
-            for st in strategies for s in range(seed_offset, seed_offset + seeds)]
+    jobs = [(st, s) for st in strategies for s in range(seed_offset, seed_offset + seeds)]
+
+    def run(job: tuple[str, int]) -> Trajectory:
+        return replay(sweep, kernel, gpu, sizes, seed=job[1], strategy=job[0], pool=pool,
+                      prior=pr if pr else "none", **replay_options)
+    if n_jobs > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=n_jobs) as ex:
+            runs = list(ex.map(run, jobs))
+    else:
+        runs = [run(j) for j in jobs]
     return Comparison(runs=runs, prior=f"{pr.name}: {pr.note}" if pr else "")

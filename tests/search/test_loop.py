@@ -43,7 +43,7 @@ def test_pool_drops_constant_columns_and_maps_parameters_to_grid_coordinates(poo
     assert pool.coords.min() == 0 and pool.coords.max() == 1
     bx = pool.rows["config.BX"].to_numpy()
     col = pool.coords[:, 0]  # BX: 4 values -> 0, 1/3, 2/3, 1 in value order
-    assert all(np.all(np.diff(col[np.argsort(bx, kind="stable")]) >= 0) for _ in [0])
+    assert np.all(np.diff(col[np.argsort(bx, kind="stable")]) >= 0)
     assert sorted(np.unique(col)) == pytest.approx([0, 1 / 3, 2 / 3, 1])
 
 
@@ -100,7 +100,8 @@ def test_failures_measured_teach_the_classifier(pool) -> None:
     cand = np.flatnonzero(pool.feasible)
     big = pool.rows["config.BX"].eq(256).to_numpy()
     rng = np.random.default_rng(0)
-    idx = np.concatenate([rng.choice(cand[big[cand]], 6, replace=False), rng.choice(cand[~big[cand]], 30, replace=False)])
+    idx = np.concatenate([rng.choice(cand[big[cand]], 6, replace=False),
+                          rng.choice(cand[~big[cand]], 30, replace=False)])
     failed = big[idx]
     p = failure_probability(pool, no_prior(pool), idx, failed, cand, seed=0)
     assert p[big[cand]].mean() > 0.6 and p[~big[cand]].mean() < 0.2

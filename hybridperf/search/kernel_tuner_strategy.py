@@ -1,7 +1,9 @@
 """The measure-next loop as a Kernel Tuner search strategy (``tune_kernel(..., strategy=HybridperfStrategy(...))``)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,7 +17,7 @@ from hybridperf.search.loop import LoopOptions, next_batch
 from hybridperf.search.prior import make_prior
 from hybridperf.sweep import launch_rows
 
-__all__ = ["HybridperfStrategy", "space_rows_from_kernel_tuner"]
+__all__ = ["HybridperfStrategy", "PicksStrategy", "space_rows_from_kernel_tuner"]
 
 
 def space_rows_from_kernel_tuner(kernel: str, gpu: str, sizes: Mapping[str, float], names: list[str],
@@ -129,3 +131,45 @@ def _log_objective(result: Mapping[str, Any], objective: str, higher_is_better: 
     if "__error__" in result or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
         return float("nan")
     return float(-np.log(v) if higher_is_better else np.log(v))
+
+
+class PicksStrategy:
+    """A Kernel Tuner strategy object that measures exactly the given configurations, in order (the offline route:
+    ``tune_kernel(..., strategy=PicksStrategy.from_file("batch.json"), cache="my-cache.json")`` measures a batch
+    ``hybridperf suggest -o batch.json`` wrote and appends it to the cache).
+
+    Parameters
+    ----------
+    configurations : one ``{parameter: value}`` mapping per configuration.
+    """
+
+    def __init__(self, configurations: Sequence[Mapping[str, Any]]) -> None:
+        self.configurations = configurations
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> PicksStrategy:
+        """The configurations of a picks file written by :func:`hybridperf.search.measure_next.write_picks`."""
+        try:
+            doc = json.loads(Path(path).read_text())
+            configs = list(doc["configurations"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise HybridperfError(f"{path}: not a picks file ({type(exc).__name__}: {exc}); write one with "
+                                  "'hybridperf suggest ... -o batch.json'") from None
+        return cls(configs)
+
+    def tune(self, searchspace: Any, runner: Any, tuning_options: Any) -> list[dict[str, Any]]:
+        """Kernel Tuner's strategy entry point: measure the configurations (a budget or time limit may cut it)."""
+        from kernel_tuner.strategies.common import CostFunc
+        from kernel_tuner.util import StopCriterionReached
+
+        names = list(searchspace.tune_params.keys())
+        missing = [n for n in names if any(n not in c for c in self.configurations)]
+        if missing:
+            raise HybridperfError(f"the picks lack parameter {missing[0]!r} of tune_params; suggest for the same "
+                                  "kernel and parameters")
+        cost = CostFunc(searchspace, tuning_options, runner)
+        try:
+            cost.eval_all([[c[n] for n in names] for c in self.configurations])
+        except StopCriterionReached:
+            pass
+        return cost.results

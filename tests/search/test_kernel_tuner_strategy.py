@@ -14,7 +14,7 @@ import pytest
 from hybridperf.datasets import load_dataset
 from hybridperf.errors import HybridperfError
 from hybridperf.importers import export_kernel_tuner
-from hybridperf.search.kernel_tuner_strategy import HybridperfStrategy, space_rows_from_kernel_tuner
+from hybridperf.search.kernel_tuner_strategy import HybridperfStrategy, PicksStrategy, space_rows_from_kernel_tuner
 from hybridperf.search.loop import LoopOptions
 
 GPU = "rtx-a4000"
@@ -74,3 +74,15 @@ def test_non_numeric_parameters_are_refused() -> None:
         space_rows_from_kernel_tuner("kt-convolution", GPU, {}, ["block_size_x", "precision"], [(16, "float")])
     rows = space_rows_from_kernel_tuner("kt-convolution", GPU, {"W": 4096, "H": 4096}, ["block_size_x"], [(16,), (32,)])
     assert rows["config.block_size_x"].tolist() == [16, 32] and np.all(rows["size.W"] == 4096)
+
+
+def test_picks_are_measured_exactly_in_order(cache, tmp_path) -> None:
+    _, doc, _ = cache
+    names = doc["tune_params_keys"]
+    entries = list(doc["cache"].values())[5:9]
+    picks = tmp_path / "batch.json"
+    picks.write_text(json.dumps({"configurations": [{n: e[n] for n in names} for e in entries]}))
+    results = _tune(cache, PicksStrategy.from_file(picks), 100)
+    assert [tuple(r[n] for n in names) for r in results] == [tuple(e[n] for n in names) for e in entries]
+    with pytest.raises(HybridperfError, match="not a picks file"):
+        PicksStrategy.from_file(tmp_path / "missing.json")

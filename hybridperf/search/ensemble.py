@@ -115,8 +115,9 @@ class Bag:
 
 
 def fit_bag(X: npt.NDArray[np.float32], y: FloatArray, offset: FloatArray, *, members: int, seed: int,
-            params: Mapping[str, Any] | None = None, rounds: int = LOOP_ROUNDS) -> Bag:
-    """Fit ``members`` boosters of ``y - offset`` (log time minus the prior's) on bootstrap samples of the rows."""
+            params: Mapping[str, Any] | None = None, rounds: int | None = None) -> Bag:
+    """Fit ``members`` boosters of ``y - offset`` (log time minus the prior's) on bootstrap samples of the rows
+    (``rounds`` boosting rounds each, default :data:`LOOP_ROUNDS`; ``params`` override :data:`LOOP_BOOSTER`)."""
     import xgboost as xgb
 
     n = len(y)
@@ -130,7 +131,7 @@ def fit_bag(X: npt.NDArray[np.float32], y: FloatArray, offset: FloatArray, *, me
     for i in range(members):
         take = rng.integers(0, n, n)
         d = xgb.DMatrix(X[take], label=r[take], nthread=1)
-        b = xgb.train({**cfg, "seed": seed + i, "base_score": float(np.mean(r[take]))}, d, rounds)
+        b = xgb.train({**cfg, "seed": seed + i, "base_score": float(np.mean(r[take]))}, d, rounds or LOOP_ROUNDS)
         boosters.append(b)
         oob = np.setdiff1d(np.arange(n), take)
         if oob.size:

@@ -32,6 +32,7 @@ from hybridperf.analytical.run import analyze
 from hybridperf.datasets import load_dataset
 from hybridperf.evaluation.evaluate import evaluate
 from hybridperf.kernel import load_kernel
+from hybridperf.search.loop import LoopOptions
 from hybridperf.search.measure_next import replay, replay_pool
 from hybridperf.search.pareto import pareto_mask, pareto_ranks
 from hybridperf.search.plots import pareto_plot, rank_plot, trajectory_plot
@@ -185,8 +186,8 @@ def loop(group: Group, seeds: list[int], budget: int, members: int, plots: bool)
     out, curves = [], {"loop": [], "random": []}
     for seed in seeds:
         for strategy in ("model", "random"):
-            run = replay(rows, kernel, group.gpu, initial=16, batch=8, budget=budget, seed=seed, strategy=strategy,
-                         members=members, pool=pool if strategy == "model" else None)
+            run = replay(rows, kernel, group.gpu, budget=budget, seed=seed, strategy=strategy, pool=pool,
+                         options=LoopOptions(members=members))
             s = run.steps
             stop_n = run.stopped_at
             out.append({"section": "loop", "group": group.label, "seed": seed, "strategy": strategy,

@@ -29,29 +29,29 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
 import _kt_sim as kts
-from _common import RESULTS, SHARED, header, md_table
+import _tvkt_report as rep
+from _common import RESULTS, SHARED
+from _tvkt_report import BUDGETS, HP_RANDOM, KT_PREFIX, LOOP, LOOP_ANALYTICAL, LOOP_NONE, LOOPS
 
 from hybridperf.datasets import load_dataset
+from hybridperf.search.measure_next import replay, replay_pool, replay_prior
 
-from hybridperf.search.measure_next import replay, replay_pool
-
-BUDGETS = (10, 20, 30, 50, 100)
-LOOP, HP_RANDOM = "hybridperf model loop", "hybridperf random"
-HP_METHODS = {LOOP: "model", HP_RANDOM: "random"}
-KT_PREFIX = "Kernel Tuner "
-# Issue 17's reference table (Kernel Tuner 1.5.0, 10 seeds, 10 caches): median fraction of optimum and
-# seed-runs within 1% (of 100), at 30 and 50 distinct configurations. Quoted for comparison, not measured here.
-ISSUE_17 = {LOOP: (0.876, 0.953, 15, 32), "dual_annealing": (0.881, 0.901, 10, 16),
-            "bayes_opt": (0.791, 0.820, 8, 13), "genetic_algorithm": (0.781, 0.838, 8, 11),
-            "random_sample": (0.790, 0.839, 7, 9)}
+HP_METHODS = {LOOP: "transfer", LOOP_ANALYTICAL: "analytical", LOOP_NONE: "none", HP_RANDOM: None}
 
 
-def hybridperf_times(sweep: pd.DataFrame, kernel: str, gpu: str, strategy: str, budget: int, seed: int,
-                     pool: object) -> np.ndarray:
-    """Times (ms, NaN = failed) of the configurations hybridperf's loop measures, in order: the one place to
-    swap in an improved loop (it must return the distinct configurations' times, at most ``budget``)."""
-    traj = replay(sweep, kernel, gpu, budget=budget, seed=seed, strategy=strategy, pool=pool)
-    return traj.steps["time_ms"].to_numpy(dtype=np.float64)[:budget]
+def hybridperf_times(sweep: pd.DataFrame, kernel: str, gpu: str, prior: object, budget: int, seed: int,
+                     pool: object) -> dict:
+    """What hybridperf's loop measures, in order: the one place to swap in another loop. ``prior`` is a Prior
+    (the model loop) or None (random order). Returns ``times_ms`` (ms, NaN = failed; distinct configurations,
+    at most ``budget``) and, for the loop, ``decisions``: per batch after the start, (measurements before it,
+    the stop rule's P(better), whether the rule said stop)."""
+    strategy = "random" if prior is None else "model"
+    traj = replay(sweep, kernel, gpu, budget=budget, seed=seed, strategy=strategy, pool=pool,
+                  prior=prior if prior is not None else "none")
+    s = traj.steps
+    first = s.loc[(s["batch"] > 0) & s["batch"].ne(s["batch"].shift())]
+    return {"times_ms": s["time_ms"].to_numpy(dtype=np.float64)[:budget],
+            "decisions": [[int(r.n_measured) - 1, float(r.p_better), bool(r.stop_rule)] for r in first.itertuples()]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,14 +79,48 @@ def _run_all(jobs: Iterable[tuple[str, str, int, int, Callable[[], np.ndarray]]]
             if key in done:
                 continue
             t0 = time.perf_counter()
-            times = fn()
+            out = fn()
+            extra = dict(out) if isinstance(out, dict) else {"times_ms": out}
+            times = extra.pop("times_ms")
             rec = {"cache": cache, "method": method, "seed": seed, "budget_run": budget_run,
                    "seconds": time.perf_counter() - t0,
-                   "times_ms": [None if not np.isfinite(t) else float(t) for t in times]}
+                   "times_ms": [None if not np.isfinite(t) else float(t) for t in times], **extra}
             fh.write(json.dumps(rec) + "\n")
             fh.flush()
             done[key] = rec
             print(f"  {cache:40s} {method:40s} seed {seed} budget {budget_run}: {rec['seconds']:.1f} s", flush=True)
+
+
+PRIOR_NOTES = {
+    LOOP: "transfer: a booster learns each other GPU's log time relative to its median from the analytical features "
+          "(with the GPU datasheet fields), and a classifier their failed configurations (`replay_prior(sweep, pool, "
+          "'transfer')`: the cache's kernel on the other GPUs, up to 10,000 rows)",
+    LOOP_ANALYTICAL: "analytical: the MWP-CWP model's log time, uncalibrated (the descriptor and GPU spec only)",
+    LOOP_NONE: "none: no prior; the start is space-filling and the model learns from the runs alone",
+}
+
+
+def _hybridperf_jobs(label: str, sweep: pd.DataFrame, kernel: str, gpu: str, args: argparse.Namespace,
+                     budgets: list[int], done: dict[tuple, dict]) -> list[tuple]:
+    """The loop (each prior, every budget: it is budget-aware) and random order (largest budget) runs still to do.
+    Features are computed once per cache, each prior once per cache (and only when a run needs it)."""
+    pool = replay_pool(sweep, kernel, gpu)
+    jobs = []
+    for method, kind in HP_METHODS.items():
+        if method not in args.methods:
+            continue
+        runs = [(s, b) for s in range(args.seeds) for b in (budgets if kind else budgets[-1:])
+                if (label, method, s, b) not in done]
+        if not runs:
+            continue
+        prior = None
+        if kind:
+            t0 = time.perf_counter()
+            prior = replay_prior(sweep, pool, kind)
+            print(f"  prior {kind}: {time.perf_counter() - t0:.1f} s ({prior.note})", flush=True)
+        jobs += [(label, method, s, b, functools.partial(hybridperf_times, sweep, kernel, gpu, prior, b, s, pool))
+                 for s, b in runs]
+    return jobs
 
 
 def collect(args: argparse.Namespace, work: Path) -> tuple[dict[tuple, dict], dict[str, float], list[str]]:
@@ -109,10 +143,7 @@ def collect(args: argparse.Namespace, work: Path) -> tuple[dict[tuple, dict], di
         ok = rows["status"].astype(str).eq("ok") if "status" in rows.columns else np.ones(len(rows), bool)
         optimum[label] = float(pd.to_numeric(rows.loc[ok, "time_ms"]).min())
         print(f"{label}: {len(rows)} configurations, optimum {optimum[label]:.6g} ms", flush=True)
-        pool = replay_pool(sweep, kernel, gpu)
-        hp = functools.partial(hybridperf_times, sweep, kernel, gpu, pool=pool)
-        _run_all(((label, m, s, budgets[-1], functools.partial(hp, HP_METHODS[m], budgets[-1], s))
-                  for m in HP_METHODS for s in seeds), log, done)
+        _run_all(_hybridperf_jobs(label, sweep, kernel, gpu, args, budgets, done), log, done)
         if args.no_kt:
             continue
         space = kts.prepare_cache(SHARED / rel, work / "caches" / (label.replace("/", "__") + ".json"))
@@ -143,207 +174,6 @@ def collect(args: argparse.Namespace, work: Path) -> tuple[dict[tuple, dict], di
     return done, optimum, notes
 
 
-# ---------------------------------------------------------------------------------------------
-# Tables and plots
-
-def long_table(done: dict[tuple, dict], optimum: dict[str, float], budgets: list[int]) -> pd.DataFrame:
-    """One row per (cache, method, seed, budget): best time within the budget and fraction of the optimum."""
-    out = []
-    for (cache, method, seed, budget_run), rec in done.items():
-        if cache not in optimum or budget_run not in (budgets[-1], *budgets):
-            continue
-        t = np.array([np.nan if v is None else v for v in rec["times_ms"]], dtype=np.float64)
-        # a run at the largest budget serves every smaller budget that has no run of its own
-        use = [b for b in budgets if b == budget_run or (budget_run == budgets[-1] and
-                                                         (cache, method, seed, b) not in done)]
-        for b in use:
-            head = t[:b]
-            best = float(np.nanmin(head)) if np.isfinite(head).any() else float("nan")
-            frac = optimum[cache] / best if np.isfinite(best) else 0.0
-            out.append({"cache": cache, "method": method, "seed": seed, "budget": b, "distinct_used": len(head),
-                        "failed_used": int(np.isnan(head).sum()), "best_ms": best, "optimum_ms": optimum[cache],
-                        "fraction_of_optimum": frac, "within_1pct": frac >= 0.99,
-                        "seconds": rec["seconds"] if b == budget_run else np.nan})
-    return pd.DataFrame(out)
-
-
-def _short(method: str) -> str:
-    return method.removeprefix(KT_PREFIX)
-
-
-def summary(df: pd.DataFrame, budgets: list[int], by: list[str]) -> pd.DataFrame:
-    """Median fraction of the optimum and seed-runs within 1% per budget (columns), grouped by ``by``."""
-    g = df.groupby([*by, "budget"])
-    wide = pd.concat({"median": g["fraction_of_optimum"].median(), "within": g["within_1pct"].sum(),
-                      "n": g["within_1pct"].size(), "distinct": g["distinct_used"].mean(),
-                      "failed": g["failed_used"].mean()}, axis=1).reset_index()
-    out = wide.pivot_table(index=by, columns="budget", values=["median", "within", "n", "distinct", "failed"])
-    rows = []
-    for idx, r in out.iterrows():
-        idx = idx if isinstance(idx, tuple) else (idx,)
-        row = dict(zip(by, idx))
-        for b in budgets:
-            row[f"median @{b}"] = r[("median", b)]
-        row["within 1% @" + "/".join(map(str, budgets))] = "/".join(f"{int(r[('within', b)])}" for b in budgets)
-        row["of"] = int(r[("n", budgets[-1])])
-        row[f"mean distinct used @{budgets[-1]}"] = f"{r[('distinct', budgets[-1])]:.1f}"
-        row[f"of which failed @{budgets[-1]}"] = f"{r[('failed', budgets[-1])]:.1f}"
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def cache_medians(df: pd.DataFrame) -> pd.DataFrame:
-    """Per method and budget: the median over caches of each cache's median fraction of the optimum."""
-    med = df.groupby(["method", "cache", "budget"])["fraction_of_optimum"].median()
-    out = med.groupby(["method", "budget"]).median().unstack("budget")
-    out.columns = [f"@{b}" for b in out.columns]
-    out = out.reset_index()
-    out["method"] = out["method"].map(_short)
-    return out
-
-
-def target_rows(df: pd.DataFrame, budgets: list[int]) -> pd.DataFrame:
-    """Per cache and budget (20, 30, 50): the loop's median against the best Kernel Tuner strategy's, among
-    all strategies run and among issue 17's four (random_sample, dual_annealing, bayes_opt, genetic_algorithm)."""
-    med = df.groupby(["cache", "method", "budget"])["fraction_of_optimum"].median().reset_index()
-    core = {KT_PREFIX + s for s in kts.CORE_STRATEGIES}
-    rows = []
-    for (cache, b), g in med.groupby(["cache", "budget"]):
-        kt = g.loc[g["method"].str.startswith(KT_PREFIX)].sort_values("fraction_of_optimum", ascending=False)
-        loop = g.loc[g["method"] == LOOP, "fraction_of_optimum"]
-        if b not in (20, 30, 50) or kt.empty or loop.empty:
-            continue
-        four = kt.loc[kt["method"].isin(core)]
-        lm = float(loop.iloc[0])
-        rows.append({"cache": cache, "budget": b, "loop median": lm,
-                     "best KT strategy": _short(kt["method"].iloc[0]),
-                     "its median (all)": float(kt["fraction_of_optimum"].iloc[0]),
-                     "loop >= best KT": bool(lm >= kt["fraction_of_optimum"].iloc[0]),
-                     "best of issue's 4": _short(four["method"].iloc[0]) if len(four) else "-",
-                     "its median (4)": float(four["fraction_of_optimum"].iloc[0]) if len(four) else float("nan"),
-                     "loop >= best of 4": bool(len(four) and lm >= four["fraction_of_optimum"].iloc[0])})
-    return pd.DataFrame(rows)
-
-
-def plot_cache(df: pd.DataFrame, cache: str, path: Path, core: list[str]) -> None:
-    """Median fraction of the optimum against runs, interquartile band over seeds, per method."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    d = df.loc[df["cache"] == cache]
-    at50 = d.loc[d["budget"] == d["budget"].max()].groupby("method")["fraction_of_optimum"].median()
-    others = at50.drop([m for m in [LOOP, HP_RANDOM, *core] if m in at50.index], errors="ignore")
-    show = [m for m in [LOOP, HP_RANDOM, *core] if m in at50.index] + list(others.nlargest(1).index)
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for m in show:
-        g = d.loc[d["method"] == m].groupby("budget")["fraction_of_optimum"]
-        q = g.quantile([0.25, 0.5, 0.75]).unstack()
-        lw, ls = (2.2, "-") if m == LOOP else (1.3, "-" if m.startswith(KT_PREFIX) else ":")
-        label = _short(m) + (" (best other KT)" if m in others.index else "")
-        line = ax.plot(q.index, q[0.5], marker="o", ms=3, lw=lw, ls=ls, label=label)[0]
-        ax.fill_between(q.index, q[0.25], q[0.75], color=line.get_color(), alpha=0.12)
-    ax.axhline(0.99, color="0.4", lw=0.8, ls="--", label="99% of optimum (within 1%)")
-    ax.set_xlabel("runs (distinct configurations measured)")
-    ax.set_ylabel("optimum / best found")
-    ax.set_title(f"{cache}: median over seeds, interquartile band", fontsize=10)
-    ax.set_ylim(max(0.0, float(d["fraction_of_optimum"].quantile(0.05)) - 0.05), 1.01)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def _slug(cache: str) -> str:
-    return cache.replace("/", "_")
-
-
-def report(df: pd.DataFrame, budgets: list[int], args: argparse.Namespace, notes: list[str], wall_s: float,
-           kt_version: str | None, stem: str) -> str:
-    cmd = "python experiments/tuner_vs_kernel_tuner.py" + (" --quick" if args.quick else "")
-    lines = [header("Kernel Tuner strategies vs hybridperf's measure-next loop (issue 17)", cmd)]
-    n_caches = df["cache"].nunique()
-    lines.append(
-        f"{n_caches} recorded Kernel Tuner caches, {args.seeds} seeds, budgets {', '.join(map(str, budgets))} "
-        "distinct configurations. Kernel Tuner: "
-        + (f"{kt_version}, simulation mode" if kt_version else "not installed (skipped)")
-        + "; cache `time` set to the median of `times` (hybridperf's datasets use the same), so both chase the "
-        "same optimum (checked equal per cache). The search space is the cache's keys, failed configurations "
-        "included: a failed configuration costs a run for every method. Fraction of optimum = optimum / best "
-        "found (0 if only failures); within 1% = fraction >= 0.99 (as `Trajectory.measurements_to(0.99)`). Kernel Tuner strategies are run once with `max_fevals` = the largest budget "
-        "and read at each smaller one (same configurations as a run with the smaller `max_fevals`, checked), "
-        f"except {', '.join(sorted(kts.BUDGET_AWARE))}, run once per budget; dual_annealing gets an unlimited inner "
-        "scipy call limit (`maxfun`, which counts repeats) so that Kernel Tuner's distinct-configuration budget "
-        "stops it (else it stops after a fraction of it). hybridperf: `replay(..., budget="
-        f"{budgets[-1]}, strategy='model'|'random')` read at each budget, stop rule not applied. "
-        "Details: docs/kernel-tuner-interop.md.\n")
-    secs = df.groupby("method")["seconds"].sum().sort_values(ascending=False)
-    lines.append(f"Run time: {secs.sum() / 60:.1f} min summed over the runs (one process, 2 shared cores; this "
-                 f"invocation's wall time {wall_s / 60:.1f} min, runs found in the log are not redone). "
-                 "Per method (s, summed over runs):\n")
-    lines.append(", ".join(f"{_short(m)} {s:.0f}" for m, s in secs.items()) + ".\n")
-    lines.append("## All caches pooled (median over cache x seed runs)\n")
-    overall = summary(df, budgets, ["method"])
-    overall["method"] = overall["method"].map(_short)
-    lines.append(md_table(overall.sort_values(f"median @{budgets[-1]}", ascending=False), ".3f") + "\n")
-    lines.append("## Median over caches of the per-cache medians\n")
-    lines.append("Each cache counts once (issue 17's medians are this statistic: its Kernel Tuner numbers "
-                 "reproduce to the third decimal with it, not with the pooled median).\n")
-    per_cache = cache_medians(df)
-    lines.append(md_table(per_cache.sort_values(f"@{budgets[-1]}", ascending=False), ".3f") + "\n")
-    if 30 in budgets and 50 in budgets:
-        lines.append("## Against issue 17's reference numbers (@30 / @50)\n")
-        ref = []
-        for m, (m30, m50, w30, w50) in ISSUE_17.items():
-            d = df.loc[df["method"].map(_short) == m]
-            if d.empty:
-                continue
-            a, b = (d.loc[d["budget"] == x] for x in (30, 50))
-            pc = per_cache.loc[per_cache["method"] == m].iloc[0]
-            ref.append({"method": m, "issue median @30/@50": f"{m30:.3f} / {m50:.3f}",
-                        "median of per-cache medians": f"{pc['@30']:.3f} / {pc['@50']:.3f}",
-                        "pooled median": f"{a['fraction_of_optimum'].median():.3f} / "
-                                         f"{b['fraction_of_optimum'].median():.3f}",
-                        "issue within 1%": f"{w30} / {w50} of 100",
-                        "measured within 1%": f"{int(a['within_1pct'].sum())} / {int(b['within_1pct'].sum())}"
-                                              f" of {len(b)}"})
-        lines.append(md_table(pd.DataFrame(ref)) + "\n")
-    tr = target_rows(df, budgets)
-    if not tr.empty:
-        lines.append("## Issue 17's first target: loop median >= best Kernel Tuner strategy's, per cache\n")
-        lines.append(f"The best of {df['method'].str.startswith(KT_PREFIX).groupby(df['method']).any().sum()} "
-                     "strategies' medians, chosen per cache and budget after the fact, is an optimistic bar: "
-                     "with few seeds the maximum of many noisy medians sits above any one strategy's.\n")
-        for b in (20, 30, 50):
-            t = tr.loc[tr["budget"] == b]
-            if len(t):
-                lines.append(f"- @{b}: {int(t['loop >= best KT'].sum())} of {len(t)} caches against the best of all "
-                             f"strategies run, {int(t['loop >= best of 4'].sum())} against the best of issue 17's four")
-        lines.append("\n" + md_table(tr, ".3f") + "\n")
-    lines.append("## Per cache\n")
-    core = [KT_PREFIX + s for s in kts.CORE_STRATEGIES]
-    for cache in sorted(df["cache"].unique()):
-        d = df.loc[df["cache"] == cache]
-        per = summary(d, budgets, ["method"])
-        keep = per["method"].isin([LOOP, HP_RANDOM, *core])
-        best_other = per.loc[~keep].sort_values(f"median @{budgets[-1]}", ascending=False).head(1)
-        order = {m: i for i, m in enumerate([LOOP, HP_RANDOM, *core])}
-        per = pd.concat([per.loc[keep].sort_values("method", key=lambda m: m.map(order)), best_other])
-        per["method"] = per["method"].map(_short)
-        per.loc[per.index.isin(best_other.index), "method"] += " (best other KT strategy)"
-        lines.append(f"### {cache} (optimum {d['optimum_ms'].iloc[0]:.6g} ms)\n")
-        lines.append(f"![{cache}]({stem}_{_slug(cache)}.png)\n")
-        lines.append(md_table(per, ".3f") + "\n")
-    lines.append("## Checks\n")
-    lines += [f"- {n}" for n in notes]
-    if args.check_prefix and not any("differ from" in n for n in notes):
-        lines.append("- Prefix check (seed 0, every cache and every strategy read from one long run): the times of "
-                     f"the first {budgets[0]} configurations of the max_fevals={budgets[-1]} run equal those of a "
-                     f"max_fevals={budgets[0]} run in every case.")
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 seeds, budgets up to 50 (outputs *_quick.*)")
@@ -356,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true", help="discard the run log and start over")
     ap.add_argument("--no-check-prefix", dest="check_prefix", action="store_false",
                     help="skip the seed-0 run at the smallest budget that checks the prefix reading")
+    ap.add_argument("--methods", nargs="+", default=list(HP_METHODS), choices=list(HP_METHODS), metavar="METHOD",
+                    help="hybridperf methods to run (default: the loop with each prior, and random order)")
     args = ap.parse_args(argv)
     args.seeds = args.seeds or (2 if args.quick else 10)
     args.max_budget = 50 if args.quick else 100
@@ -375,17 +207,19 @@ def main(argv: list[str] | None = None) -> int:
     done, optimum, notes = collect(args, work)
     wall_s = time.perf_counter() - t0
     budgets = [b for b in BUDGETS if b <= args.max_budget]
-    df = long_table(done, optimum, budgets)
-    if args.strategies is not None:
-        allowed = set(HP_METHODS) | {KT_PREFIX + s for s in args.strategies}
-        df = df.loc[df["method"].isin(allowed) & (df["seed"] < args.seeds)]
+    df = rep.long_table(done, optimum, budgets)
+    allowed = set(args.methods) | {KT_PREFIX + s for s in args.strategies}
+    df = df.loc[df["method"].isin(allowed) & (df["seed"] < args.seeds)]
+    dec = rep.decisions({k: v for k, v in done.items() if k[2] < args.seeds}, optimum)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    df.drop(columns="optimum_ms").assign(method=df["method"].map(_short)).to_csv(
+    df.drop(columns="optimum_ms").assign(method=df["method"].map(rep._short)).to_csv(
         RESULTS / f"{stem}.csv", index=False, float_format="%.6g")
     core = [KT_PREFIX + s for s in kts.CORE_STRATEGIES]
     for cache in sorted(df["cache"].unique()):
-        plot_cache(df, cache, RESULTS / f"{stem}_{_slug(cache)}.png", core)
-    (RESULTS / f"{stem}.md").write_text(report(df, budgets, args, notes, wall_s, kt_version, stem))
+        rep.plot_cache(df, cache, RESULTS / f"{stem}_{rep._slug(cache)}.png", core)
+    notes.append(f"hybridperf's loop variants: {', '.join(rep._short(m) for m in LOOPS if m in args.methods)}.")
+    priors = {m: n for m, n in PRIOR_NOTES.items() if m in args.methods}
+    (RESULTS / f"{stem}.md").write_text(rep.report(df, dec, budgets, args, notes, wall_s, kt_version, stem, priors))
     print(f"wrote {RESULTS / stem}.md/.csv and {df['cache'].nunique()} plots in {wall_s / 60:.1f} min")
     return 0
 

@@ -64,40 +64,125 @@ def cmd_rank(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_suggest(args: argparse.Namespace) -> int:
-    from hybridperf.search.measure_next import suggest_next
-    from hybridperf.sweepfile import read_sweep
+def _loop_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return {"batch": args.batch, "start": args.start, "explore": args.explore, "members": args.members,
+            "stop_probability": args.stop_probability, "stop_gain": args.stop_gain}
 
-    measured = read_sweep(args.measured) if args.measured else None  # a bad file fails before the ranking
-    model = _model(args)
-    res = _rank(args, model)
-    sug = suggest_next(model, res.rows(), measured, batch=args.batch, explore=args.explore, seed=args.seed,
-                       stop_gain=args.stop_gain)
+
+def _stop_line(stop: Any) -> str:
+    return "stop: not estimated yet (start batch, no model fitted)" if stop is None else \
+        f"stop: {'yes' if stop.stop else 'no'} ({stop.reason})"
+
+
+def cmd_suggest(args: argparse.Namespace) -> int:
+    from hybridperf.datasets import load_sources
+    from hybridperf.grid import parse_assignments, single_values
+    from hybridperf.search.measure_next import space_candidates, suggest_next, write_picks
+    from hybridperf.sweepfile import read_rows, read_sweep
+
+    sizes = single_values(parse_assignments(args.set))
+    if args.candidates:
+        cands = read_rows(args.candidates)
+    else:
+        space = {k: tuple(v) for k, v in parse_assignments(args.space or [], "--space").items()}
+        cands = space_candidates(args.kernel, args.gpu, sizes, space_overrides=space or None)
+    measured = read_sweep(args.measured) if args.measured else None  # a bad file fails before the model loads
+    source = _model(args) if args.model else load_sources(args.prior_data)[0] if args.prior_data else None
+    sug = suggest_next(source, cands, measured, prior=args.prior, budget=args.budget, seed=args.seed,
+                       **_loop_kwargs(args))
+    if args.output:
+        write_picks(sug, args.output)
     if args.json:
-        dump_json({"stop": sug.stop.stop, "reason": sug.stop.reason, "expected_gain": clean(sug.stop.expected_gain),
-                   "best_measured_ms": clean(sug.best_measured_ms), "batch": records(sug.table)})
+        stop = sug.stop
+        dump_json({"prior": sug.prior, "stop": None if stop is None else stop.stop,
+                   "reason": None if stop is None else stop.reason,
+                   "p_better": None if stop is None else clean(stop.p_better),
+                   "expected_gain": None if stop is None else clean(stop.expected_gain),
+                   "best_measured_ms": clean(sug.best_measured_ms), "n_candidates": sug.n_candidates,
+                   "n_measured": sug.n_measured, "batch": records(sug.table)})
         return 0
-    print(f"{sug.n_candidates} candidates, {sug.n_measured} measured; best measured "
-          f"{sug.best_measured_ms:.4g} ms" if sug.n_measured else f"{sug.n_candidates} candidates, none measured yet")
-    print(f"stop: {'yes' if sug.stop.stop else 'no'} ({sug.stop.reason})")
+    if args.csv:
+        sug.table.to_csv(sys.stdout, index=False)
+        return 0
+    print(f"{sug.n_candidates} candidates, {sug.n_measured} measured; best measured {sug.best_measured_ms:.4g} ms"
+          if sug.n_measured else f"{sug.n_candidates} candidates, none measured yet")
+    print(f"prior: {sug.prior}")
+    print(_stop_line(sug.stop))
     show = sug.table.rename(columns=lambda c: c.removeprefix("config."))
     print_table(show, [c for c in show.columns if not c.startswith(("size.", "kernel", "gpu"))])
+    if args.output:
+        print(f"wrote the batch to {args.output}")
     return 0
+
+
+def _write_replay(comp: Any, args: argparse.Namespace) -> None:
+    import json
+
+    from hybridperf.errors import HybridperfError
+    from hybridperf.files import atomic_write_text
+
+    fmt = "json" if args.json else "csv" if args.csv else (args.output or "").rsplit(".", 1)[-1]
+    if fmt not in ("json", "csv"):
+        raise HybridperfError(f"--output {args.output}: name a .csv or .json file, or pass --csv / --json")
+    steps = comp.steps()
+    if fmt == "json":
+        text = json.dumps({"prior": comp.prior, "summary": records(comp.summary()), "steps": records(steps)},
+                          indent=1, allow_nan=False) + "\n"
+    else:
+        text = steps.to_csv(index=False)
+    if args.output:
+        atomic_write_text(args.output, text)
+    else:
+        sys.stdout.write(text)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from hybridperf.datasets import load_sources
     from hybridperf.grid import parse_assignments, single_values
+    from hybridperf.search.loop import LoopOptions
     from hybridperf.search.measure_next import compare_strategies
 
     data, _ = load_sources(args.data)
-    df = compare_strategies(data, args.kernel, args.gpu, single_values(parse_assignments(args.set)) or None,
-                            seeds=args.seeds, initial=args.initial, batch=args.batch, budget=args.budget)
-    print_table(df)
-    med = df.groupby("strategy")["best_fraction_of_optimum"].median()
-    print(f"\nmedian fraction of the optimum reached: model {med.get('model', float('nan')):.3f}, "
-          f"random {med.get('random', float('nan')):.3f} (same budget)")
+    prior_rows = load_sources(args.prior_data)[0] if args.prior_data else None
+    comp = compare_strategies(data, args.kernel, args.gpu, single_values(parse_assignments(args.set)) or None,
+                              seeds=args.seeds, seed_offset=args.seed_offset, strategies=args.strategies,
+                              prior=args.prior, prior_rows=prior_rows, model=_model(args), budget=args.budget,
+                              stop=args.stop, options=LoopOptions(**_loop_kwargs(args)), n_jobs=args.jobs)
+    if args.json or args.csv or args.output:
+        _write_replay(comp, args)
+        if not args.output:
+            return 0
+    print_table(comp.summary())
+    df = comp.summary()
+    meds = ", ".join(f"{k} {v:.3f}" for k, v in df.groupby("strategy")["best_fraction_of_optimum"].median().items())
+    print(f"\nmedian fraction of the optimum after {args.budget} measurements: {meds}")
+    if comp.prior:
+        print(f"model loop's prior: {comp.prior}")
+    if args.output:
+        print(f"wrote the trajectories to {args.output}")
     return 0
+
+
+def _loop_args(s: argparse.ArgumentParser) -> None:
+    from hybridperf.cli import argtypes as t
+    from hybridperf.search.prior import PRIORS
+
+    s.add_argument("--prior", choices=PRIORS, default="auto",
+                   help="what the loop knows before measuring (auto: transfer from --prior-data, else the model, "
+                        "else the analytical model)")
+    s.add_argument("--prior-data", action="append", metavar="DATA",
+                   help="sweep file or dataset name with runs of the same kernel on other GPUs (repeatable)")
+    s.add_argument("-m", "--model", type=t.model_file, help="trained model file (the 'model' prior)")
+    s.add_argument("--batch", type=t.count(100_000),
+                   help="configurations per refit (default: a tenth of the budget, 2-8)")
+    s.add_argument("--start", type=t.count(1_000_000, 0),
+                   help="configurations before the first fit (default: ~12%% of the budget)")
+    s.add_argument("--explore", type=t.share, default=0.25, help="share of each batch chosen by expected improvement")
+    s.add_argument("--members", type=t.count(64), default=5, help="bagged boosters (Thompson sampling draws from them)")
+    s.add_argument("--stop-probability", type=t.probability, default=0.05,
+                   help="stop when P(a configuration more than --stop-gain faster remains) is below this")
+    s.add_argument("--stop-gain", type=t.non_negative_float, default=0.01,
+                   help="relative gain that counts as better (0.01 = 1%%)")
 
 
 def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
@@ -138,23 +223,37 @@ def add_commands(sub: Any) -> None:
     s.set_defaults(func=cmd_rank)
 
     s = sub.add_parser("suggest", help="the next batch of configurations to measure (and whether to stop)")
-    _rank_args(s, model_required=True)
-    s.add_argument("--measured", type=t.input_file, help="sweep of the runs measured so far")
-    s.add_argument("--batch", type=t.count(100_000), default=8)
-    s.add_argument("--explore", type=t.share, default=0.25, help="share of the batch chosen for information")
-    s.add_argument("--stop-gain", type=t.non_negative_float, default=0.005,
-                   help="stop when the expected relative gain is below")
+    s.add_argument("--kernel", required=True)
+    s.add_argument("--gpu", required=True)
+    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size (repeatable)")
+    s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
+    s.add_argument("--candidates", type=t.input_file,
+                   help="rows to choose from (e.g. 'rank --csv' output) instead of the whole space")
+    s.add_argument("--measured", type=t.input_file, help="sweep of the runs measured so far (failed rows included)")
+    s.add_argument("--budget", type=t.count(1_000_000),
+                   help="measurements planned in all (scales the start and the batch)")
+    _loop_args(s)
     s.add_argument("--seed", type=t.seed, default=0)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("-o", "--output", help="write the batch: .json (Kernel Tuner configurations), .csv or .parquet")
+    fmt = s.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true", help="the batch as CSV rows")
     s.set_defaults(func=cmd_suggest)
 
     s = sub.add_parser("replay", help="run the measure-next loop on a recorded exhaustive sweep vs random sampling")
     s.add_argument("data", nargs="+", help="sweep files or dataset names")
     s.add_argument("--kernel", required=True)
     s.add_argument("--gpu", required=True)
-    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
-    s.add_argument("--initial", type=t.positive_int, default=16)
-    s.add_argument("--batch", type=t.count(100_000), default=8)
-    s.add_argument("--budget", type=t.positive_int, default=160)
-    s.add_argument("--seeds", type=t.count(1000), default=3)
+    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size, if several")
+    s.add_argument("--budget", type=t.count(1_000_000), default=50, help="measurements per run")
+    s.add_argument("--seeds", type=t.count(1000), default=3, help="runs per strategy")
+    s.add_argument("--seed-offset", type=t.seed, default=0, help="first seed (runs use seeds OFFSET..OFFSET+SEEDS-1)")
+    s.add_argument("--strategies", nargs="+", choices=["model", "random"], default=["model", "random"])
+    s.add_argument("--stop", action="store_true", help="end a run when the stop rule says stop (default: record it)")
+    s.add_argument("--jobs", type=t.count(64), default=1, help="threads running the replays")
+    _loop_args(s)
+    s.add_argument("-o", "--output", help="write the trajectories (.csv or .json; every measurement of every run)")
+    fmt = s.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="trajectories and summary as JSON")
+    fmt.add_argument("--csv", action="store_true", help="trajectories as CSV")
     s.set_defaults(func=cmd_replay)

@@ -1,4 +1,4 @@
-"""Acquisition for the measure-next loop: expected improvement, batch selection and the stop rule."""
+"""Acquisition for the measure-next loop: expected improvement, Thompson sampling and the stop rule."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,20 +10,21 @@ from scipy.special import ndtr, ndtri
 from hybridperf.arrays import FloatArray
 from hybridperf.errors import HybridperfError
 
-__all__ = ["StopDecision", "expected_improvement", "normal_quantile", "select_batch", "should_stop"]
+__all__ = ["StopDecision", "expected_improvement", "normal_quantile", "select_batch", "stop_rule"]
 
 
 @dataclass(frozen=True, slots=True)
 class StopDecision:
-    """Whether measuring more is worth it: the best candidate's expected gain against a threshold.
+    """Whether measuring more is worth it.
 
-    ``expected_gain`` = E[max(best - fastest unmeasured, 0)] / best = P(improvement) x the mean
-    improvement given one, relative to the best measured time; ``p_improve`` = P(improvement).
+    ``p_better`` is the estimated probability that some unmeasured configuration is faster than
+    the best measured one by more than ``gain`` (relative); the rule stops when it is below the
+    threshold. ``expected_gain`` = E[max(best - fastest unmeasured, 0)] / best under the same draws.
     """
 
     stop: bool
+    p_better: float
     expected_gain: float
-    p_improve: float
     reason: str
 
 
@@ -44,66 +45,89 @@ def expected_improvement(log_mu: npt.ArrayLike, sigma: npt.ArrayLike, best_ms: f
     return p, np.maximum(ei, 0.0)
 
 
-def should_stop(log_mu: npt.ArrayLike, sigma: npt.ArrayLike, best_ms: float, *, threshold: float = 0.005,
-                n_measured: int = 0, budget: int | None = None, top: int = 2000, draws: int = 256,
-                seed: int = 0) -> StopDecision:
-    """Stop when the expected relative gain of measuring on falls below ``threshold``, or at the budget.
+def _draw_minima(surfaces: FloatArray, noise: float, draws: int, rng: np.random.Generator) -> FloatArray:
+    """Minimum over candidates of ``draws`` sampled surfaces: a member (cycled) plus independent noise.
 
-    The gain is E[max(best - min_i T_i, 0)] / best over the unmeasured candidates, i.e. P(some
-    candidate beats the best) x the mean improvement when one does: estimated by ``draws``
-    Monte Carlo draws over the ``top`` candidates with the largest single expected improvement,
-    treating candidates as independent (optimistic, so the rule errs towards measuring more;
-    one candidate's expected improvement alone badly understates it in large spaces).
+    Only candidates within 6 noise units of a member's minimum can be a draw's minimum (short of
+    a 6-sigma draw), so the others are never sampled: the cost follows the contenders, not the space.
     """
-    mu = np.asarray(log_mu, dtype=np.float64)
-    s = np.broadcast_to(np.asarray(sigma, dtype=np.float64), mu.shape)
-    ok = np.isfinite(mu)
-    if budget is not None and n_measured >= budget:
-        return StopDecision(True, float("nan"), float("nan"), f"budget of {budget} measurements spent")
-    if not ok.any():
+    m = surfaces.shape[0]
+    out = []
+    for i, s in enumerate(surfaces):
+        k = len(range(i, draws, m))  # draws of member i
+        near = s[s <= s.min() + 6 * noise]
+        out.append((near + noise * rng.standard_normal((k, near.size))).min(axis=1) if noise > 0 else
+                   np.full(k, near.min()))
+    return np.concatenate(out)
+
+
+def stop_rule(surfaces: npt.ArrayLike, noise: float, best_ms: float, *, gain: float = 0.01,
+              probability: float = 0.05, draws: int = 200, seed: int = 0) -> StopDecision:
+    """Stop when P(an unmeasured configuration beats the best measured by more than ``gain``) < ``probability``.
+
+    ``surfaces`` are the members' log-time predictions (members x unmeasured candidates, failures
+    predicted by the classifier already left out): each draw takes a member and adds independent
+    normal noise of scale ``noise`` per candidate (what a member misses on rows it did not see).
+    The members carry the correlated part of the uncertainty (a whole region may be faster than
+    thought), the noise the per-configuration part. NaN entries (infeasible) are ignored.
+    """
+    if not 0.0 < probability < 1.0 or gain < 0:
+        raise HybridperfError(f"stop probability must be in (0, 1) and gain >= 0; got {probability}, {gain}")
+    S = np.atleast_2d(np.asarray(surfaces, dtype=np.float64))
+    S = S[:, np.all(np.isfinite(S), axis=0)]
+    if S.shape[1] == 0:
         return StopDecision(True, 0.0, 0.0, "no unmeasured feasible candidate left")
     if not np.isfinite(best_ms):
-        return StopDecision(False, float("inf"), 1.0, "nothing measured yet")
-    _, ei = expected_improvement(mu[ok], s[ok], best_ms)
-    pick = np.argsort(-ei, kind="stable")[:top]
-    z = np.random.default_rng(seed).standard_normal((draws, pick.size))
-    fastest = np.exp(mu[ok][pick] + s[ok][pick] * z).min(axis=1)
-    gain = float(np.mean(np.maximum(best_ms - fastest, 0.0)) / best_ms)
-    p_any = float(np.mean(fastest < best_ms))
-    if gain < threshold:
-        return StopDecision(True, gain, p_any, f"expected gain {gain:.2%} is below {threshold:.2%} of the best "
-                                               f"measured time (P(improvement) {p_any:.0%})")
-    return StopDecision(False, gain, p_any, f"expected gain {gain:.2%} >= {threshold:.2%}")
+        return StopDecision(False, 1.0, float("inf"), "nothing measured yet")
+    mins = np.exp(_draw_minima(S, noise, draws, np.random.default_rng(seed)))
+    p = float(np.mean(mins < best_ms / (1.0 + gain)))
+    eg = float(np.mean(np.maximum(best_ms - mins, 0.0)) / best_ms)
+    what = f"P(a configuration > {gain:.0%} faster remains) = {p:.1%}; expected gain {eg:.2%}"
+    if p < probability:
+        return StopDecision(True, p, eg, f"{what} < {probability:.0%}: stop")
+    return StopDecision(False, p, eg, f"{what} >= {probability:.0%}: measure on")
 
 
-def select_batch(log_mu: npt.ArrayLike, sigma: npt.ArrayLike, best_ms: float, *, batch: int = 8,
-                 explore: float = 0.25, seed: int = 0) -> tuple[npt.NDArray[np.int64], list[str]]:
-    """Positions of the next batch: the fastest predicted, then the largest expected improvement.
+def select_batch(surfaces: npt.ArrayLike, noise: float, best_ms: float, *, batch: int = 8, explore: float = 0.25,
+                 p_fail: npt.ArrayLike | None = None, seed: int = 0) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Positions of the next batch: Thompson samples over the members, then expected improvement.
 
-    ``batch - round(explore * batch)`` picks exploit (lowest predicted time); the rest explore
-    (highest E[max(best - T, 0)]: a wide interval below the best measured time counts more than
-    a narrow one just above it). Exact ties are broken at random (``seed``) so that clusters of
-    configurations the model cannot tell apart are sampled rather than swept in index order.
-    NaN predictions (infeasible candidates) are never picked.
+    ``batch - round(explore * batch)`` picks are Thompson samples: each draws a member (cycled in
+    a random order) plus independent noise of scale ``noise`` and takes its fastest unpicked
+    candidate, so the batch spreads over the configurations some plausible surface calls best.
+    The rest maximise expected improvement over ``best_ms`` (mean and spread over the members,
+    with ``noise`` added), times the chance of running (1 - ``p_fail``). Candidates with
+    ``p_fail`` > 0.5 or NaN predictions (infeasible) are never picked.
     """
     if batch < 1 or not 0.0 <= explore <= 1.0:
         raise HybridperfError(f"batch must be >= 1 and explore in [0, 1]; got batch={batch}, explore={explore}")
-    mu = np.asarray(log_mu, dtype=np.float64)
-    s = np.broadcast_to(np.asarray(sigma, dtype=np.float64), mu.shape)
+    S = np.atleast_2d(np.asarray(surfaces, dtype=np.float64))
+    pf = np.zeros(S.shape[1]) if p_fail is None else np.asarray(p_fail, dtype=np.float64)
+    usable = np.all(np.isfinite(S), axis=0) & (pf <= 0.5)
     rng = np.random.default_rng(seed)
-    shuffle = rng.permutation(len(mu))
-    finite = np.isfinite(mu[shuffle])
-    order = shuffle[finite][np.argsort(mu[shuffle][finite], kind="stable")]
-    n_explore = round(explore * batch)
-    chosen = list(order[: max(batch - n_explore, 0)])
-    why = ["exploit: fastest predicted"] * len(chosen)
-    rest = np.setdiff1d(order, chosen, assume_unique=True)
-    if n_explore and rest.size:
-        _, ei = expected_improvement(mu[rest], s[rest], best_ms)
-        if not np.isfinite(best_ms):  # nothing measured: prefer the widest intervals among the fastest
-            ei = s[rest] - 1e-3 * (mu[rest] - mu[rest].min())
-        pick = rest[np.argsort(-ei, kind="stable")[:n_explore]]
-        chosen += list(pick)
+    n = min(batch, int(usable.sum()))
+    n_explore = min(round(explore * batch), n)
+    taken = ~usable
+    chosen: list[int] = []
+    why: list[str] = []
+    order = rng.permutation(S.shape[0])
+    for j in range(n - n_explore):
+        score = S[order[j % len(order)]] + max(noise, 1e-6) * rng.standard_normal(S.shape[1])
+        score[taken] = np.inf
+        pick = int(np.argmin(score))
+        chosen.append(pick)
+        taken[pick] = True
+        why.append("thompson: fastest on a sampled surface")
+    if n_explore:
+        mu = S.mean(axis=0)
+        sd = np.sqrt(S.var(axis=0) + noise**2)
+        _, ei = expected_improvement(mu, sd, best_ms)
+        if not np.isfinite(best_ms):
+            ei = sd - 1e-3 * (mu - np.nanmin(mu))
+        score = ei * (1.0 - pf) + 1e-12 * rng.random(S.shape[1])  # random tie-break
+        score[taken] = -np.inf
+        pick = np.argsort(-score, kind="stable")[:n_explore]
+        chosen += [int(p) for p in pick]
         why += ["explore: largest expected improvement"] * len(pick)
     return np.asarray(chosen, dtype=np.int64), why
 

@@ -102,7 +102,7 @@ def test_rank_and_suggest(model_path: str, tmp_path: Path, capsys) -> None:
     measured = tmp_path / "measured.csv"
     measured.write_text("kernel,gpu,size.N,config.BLOCK,time_ms,status,reason\nseed004-matvec,titan-v,4096,256,21.0,ok,\n")
     assert main(["suggest", "-m", model_path, "--kernel", "matvec", "--gpu", "titan-v", "--set", "N=4096",
-                 "--no-pareto", "--measured", str(measured), "--batch", "2", "--json"]) == 0
+                 "--measured", str(measured), "--batch", "2", "--start", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["batch"]) == 2 and all(r["config.BLOCK"] != 256 for r in doc["batch"])
     assert main(["rank", "--kernel", "matvec", "--gpu", "titan-v", "--set", "N=1,2"]) == 2

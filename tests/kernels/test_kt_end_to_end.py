@@ -8,6 +8,7 @@ import pytest
 from hybridperf.datasets import load_dataset
 from hybridperf.kernel import load_kernel
 from hybridperf.learn.model import predict_rows, train_model
+from hybridperf.search.loop import LoopOptions
 from hybridperf.search.measure_next import replay
 from hybridperf.sweep import training_rows
 
@@ -55,7 +56,8 @@ def test_replays(sweep) -> None:
     group = sweep[(sweep["kernel"] == kernel) & (sweep["gpu"] == gpu)]
     sizes = {c[5:]: float(group[c].iloc[0]) for c in group.columns if c.startswith("size.") and group[c].notna().all()}
     for strategy in ("model", "random"):
-        traj = replay(sweep, str(kernel), str(gpu), sizes, budget=24, seed=0, strategy=strategy, members=3)
+        traj = replay(sweep, str(kernel), str(gpu), sizes, budget=24, seed=0, strategy=strategy,
+                      options=LoopOptions(members=3))
         steps = traj.steps
         assert len(steps) == 24 and steps["index"].is_unique
         frac = steps["fraction_of_optimum"].to_numpy()

@@ -1,5 +1,7 @@
-"""Measure-next loop: selection math, stop rule, suggest/update, and replay against random sampling."""
+"""Measure-next loop end to end: suggest/update, picks files, and replay against random sampling."""
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -7,49 +9,20 @@ import pytest
 
 from hybridperf.errors import HybridperfError
 from hybridperf.learn.model import predict_rows
-from hybridperf.search.acquisition import expected_improvement, select_batch, should_stop
 from hybridperf.search.ensemble import FeaturePool, log_predict
-from hybridperf.search.measure_next import replay, replay_pool, suggest_next, update
+from hybridperf.search.loop import LoopOptions
+from hybridperf.search.measure_next import (
+    compare_strategies,
+    replay,
+    replay_pool,
+    space_candidates,
+    suggest_next,
+    update,
+    write_picks,
+)
 from hybridperf.search.rank import rank_configs
 
 from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
-
-
-def test_expected_improvement_matches_monte_carlo() -> None:
-    rng = np.random.default_rng(1)
-    mu, s, best = np.log([1.0, 1.2, 0.9]), np.array([0.1, 0.3, 0.05]), 1.0
-    p, ei = expected_improvement(mu, s, best)
-    draws = np.exp(mu + s * rng.standard_normal((400_000, 3)))
-    np.testing.assert_allclose(p, (draws < best).mean(axis=0), atol=3e-3)
-    np.testing.assert_allclose(ei, np.maximum(best - draws, 0).mean(axis=0), rtol=0.02, atol=1e-4)
-    p_inf, ei_inf = expected_improvement(mu, s, float("inf"))
-    assert (p_inf == 1).all() and np.isinf(ei_inf).all()
-
-
-def test_select_batch_exploits_then_explores() -> None:
-    mu = np.log([1.0, 1.1, 1.2, 1.3, 5.0, np.nan, 1.25])
-    sigma = np.array([0.01, 0.01, 0.01, 0.01, 2.0, 0.01, 0.01])
-    pos, why = select_batch(mu, sigma, best_ms=1.05, batch=3, explore=1 / 3, seed=0)
-    assert pos[:2].tolist() == [0, 1] and why[0].startswith("exploit")
-    assert pos[2] == 4 and why[2].startswith("explore")  # wide interval reaching below the best
-    pos, _ = select_batch(mu, sigma, 1.05, batch=10, explore=0.5)
-    assert 5 not in pos and len(set(pos)) == len(pos) == 6  # NaN (infeasible) never picked
-    with pytest.raises(HybridperfError, match="explore"):
-        select_batch(mu, sigma, 1.0, explore=2.0)
-
-
-def test_ties_are_broken_by_seed_not_by_index() -> None:
-    mu = np.zeros(100)
-    picks = {tuple(select_batch(mu, 0.1, 2.0, batch=4, explore=0, seed=s)[0]) for s in range(5)}
-    assert len(picks) > 1
-
-
-def test_stop_rule() -> None:
-    assert should_stop(np.log([2.0, 3.0]), 0.01, best_ms=1.0).stop
-    go = should_stop(np.log([0.9, 3.0]), 0.1, best_ms=1.0)
-    assert not go.stop and go.expected_gain > 0.05 and go.p_improve > 0.8
-    assert should_stop(np.log([0.5]), 0.1, 1.0, n_measured=10, budget=10).reason.startswith("budget")
-    assert should_stop(np.array([np.nan]), 0.1, 1.0).stop
 
 
 def _measured(sweep: pd.DataFrame, n: int, seed: int = 1) -> pd.DataFrame:
@@ -60,24 +33,51 @@ def test_suggest_with_a_model_skips_measured_rows(model, small_sweep) -> None:
     res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, pareto=False, top=200)
     cands = res.rows()
     measured = small_sweep.merge(cands.iloc[:5], on=list(cands.columns))
-    sug = suggest_next(model, cands, measured, batch=6, explore=0.5, seed=0)
+    sug = suggest_next(model, cands, measured, batch=6, start=3, explore=0.5, seed=0)
     assert len(sug.table) == 6 and sug.n_measured == 5 and sug.n_candidates == 200
     assert sug.best_measured_ms == pytest.approx(measured["time_ms"].min())
     keys = list(cands.columns)
     assert sug.table[keys].merge(measured[keys]).empty
-    assert {"time_ms", "lo_ms", "hi_ms", "p_improve", "expected_gain_ms", "why"} <= set(sug.table.columns)
-    assert sug.table["why"].str.startswith("exploit").sum() == 3
-    assert isinstance(sug.stop.stop, bool)
-    # A RankResult is accepted as the candidate list.
-    assert len(suggest_next(model, res, None, batch=2).table) == 2
+    assert {"time_ms", "lo_ms", "hi_ms", "p_fail", "why"} <= set(sug.table.columns)
+    assert sug.table["why"].str.startswith("thompson").sum() == 3 and sug.prior.startswith("model")
+    assert (sug.table["lo_ms"] < sug.table["time_ms"]).all() and (sug.table["time_ms"] < sug.table["hi_ms"]).all()
+    assert sug.stop is not None and 0 <= sug.stop.p_better <= 1
+    # Before the start is measured: the start batch (the prior's best and space-filling picks), no stop estimate.
+    first = suggest_next(model, res, None, budget=30)
+    assert first.stop is None and len(first.table) == 4 and first.table["why"].str.startswith("start").all()
 
 
-def test_suggest_from_a_training_sweep_gives_each_candidate_its_own_spread(small_sweep) -> None:
-    train = _measured(small_sweep, 60, seed=3)
+def test_suggest_with_old_sweeps_uses_a_transfer_prior(small_sweep) -> None:
+    other = small_sweep.assign(gpu="titan-v", time_ms=small_sweep["time_ms"] * 2)  # the same shape, elsewhere
     cands = small_sweep[small_sweep["status"] == "ok"].drop(columns=["time_ms", "status", "reason"]).head(400)
-    sug = suggest_next(train, cands, None, batch=4, explore=0.5, members=3, seed=0)
-    width = np.log(sug.table["hi_ms"] / sug.table["lo_ms"])
-    assert len(sug.table) == 4 and np.isfinite(width).all() and width.nunique() > 1
+    sug = suggest_next(other.sample(600, random_state=0), cands, None, budget=20, seed=0)
+    assert sug.prior.startswith("transfer") and len(sug.table) == 3
+    none = suggest_next(None, cands, None, prior="none", budget=20)
+    assert none.prior.startswith("none")
+    with pytest.raises(HybridperfError, match="needs a trained model"):
+        suggest_next(None, cands, None, prior="model")
+
+
+def test_picks_are_written_as_rows_or_kernel_tuner_configurations(model, small_sweep, tmp_path) -> None:
+    cands = small_sweep[small_sweep["status"] == "ok"].drop(columns=["time_ms", "status", "reason"]).head(300)
+    sug = suggest_next(model, cands, _measured(small_sweep.merge(cands), 8), batch=4, seed=0)
+    doc = json.loads(write_picks(sug, tmp_path / "picks.json").read_text())
+    assert doc["tune_params_keys"] == [c[7:] for c in cands.columns if c.startswith("config.")]
+    assert len(doc["configurations"]) == 4 and doc["problem_size"] == {"N": 4096}
+    assert all(isinstance(v, int) for v in doc["configurations"][0].values())
+    rows = pd.read_csv(write_picks(sug, tmp_path / "picks.csv"))
+    assert len(rows) == 4 and {"kernel", "gpu", "size.N", "config.BX"} <= set(rows.columns)
+    with pytest.raises(HybridperfError, match=".json"):
+        write_picks(sug, tmp_path / "picks.txt")
+
+
+def test_space_candidates_enumerate_a_restricted_space() -> None:
+    rows = space_candidates(str(DESCRIPTOR), GPU, SIZES, space_overrides=SMALL)
+    assert len(rows) == int(np.prod([len(v) for v in SMALL.values()]))
+    with pytest.raises(HybridperfError, match="restrict"):
+        space_candidates(str(DESCRIPTOR), GPU, SIZES)  # 10^7 configurations
+    with pytest.raises(HybridperfError, match="not among"):
+        space_candidates(str(DESCRIPTOR), GPU, SIZES, space_overrides={**SMALL, "BX": [3]})
 
 
 def test_update_retrains_with_the_new_rows(model, small_sweep) -> None:
@@ -109,41 +109,54 @@ def subspace(small_sweep) -> pd.DataFrame:
     return small_sweep.loc[keep].reset_index(drop=True)  # 768 configurations
 
 
+KW = {"kernel": str(DESCRIPTOR), "gpu": GPU, "sizes": SIZES}
+
+
 def test_replay_trajectory_is_consistent(subspace) -> None:
-    kw = {"kernel": str(DESCRIPTOR), "gpu": GPU, "sizes": SIZES, "initial": 12, "batch": 6, "budget": 24, "seed": 2}
-    model_run = replay(subspace, members=2, **kw)
-    random_run = replay(subspace, strategy="random", **kw)
+    opts = LoopOptions(members=2)
+    model_run = replay(subspace, budget=24, seed=2, options=opts, prior="analytical", **KW)
+    random_run = replay(subspace, strategy="random", budget=24, seed=2, **KW)
     for run in (model_run, random_run):
         s = run.steps
         assert len(s) == 24 and s["index"].is_unique
         assert s["best_ms"].is_monotonic_decreasing and (s["fraction_of_optimum"] <= 1 + 1e-12).all()
         assert run.optimum_ms == pytest.approx(subspace["time_ms"].min())
-    # Same initial sample for both strategies (fair comparison).
-    assert model_run.steps["index"].iloc[:12].tolist() == random_run.steps["index"].iloc[:12].tolist()
-    assert model_run.steps["expected_gain"].iloc[12:].notna().all()
+        assert {"config.BX", "why", "p_better"} <= set(s.columns)
+    fitted = model_run.steps["why"].str.startswith(("thompson", "explore"))
+    assert model_run.steps.loc[fitted, "p_better"].between(0, 1).all() and fitted.sum() >= 24 - 4
+    again = replay(subspace, budget=24, seed=2, options=opts, prior="analytical", **KW)
+    assert again.steps["index"].tolist() == model_run.steps["index"].tolist()  # reproducible
     with pytest.raises(HybridperfError, match="strategy"):
-        replay(subspace, strategy="greedy", **kw)
+        replay(subspace, strategy="greedy", **KW)
     with pytest.raises(HybridperfError, match="no rows"):
         replay(subspace, kernel="nope", gpu=GPU)
 
 
+def test_replay_with_stop_ends_where_the_rule_says(subspace) -> None:
+    full = replay(subspace, budget=60, seed=0, prior="analytical", options=LoopOptions(stop_probability=0.5), **KW)
+    assert full.stopped_at is not None and len(full.steps) == 60
+    cut = replay(subspace, budget=60, seed=0, prior="analytical", options=LoopOptions(stop_probability=0.5),
+                 stop=True, **KW)
+    assert len(cut.steps) == full.stopped_at
+    assert cut.steps["index"].tolist() == full.steps["index"].iloc[: full.stopped_at].tolist()
+
+
+def test_compare_strategies_uses_seed_offsets(subspace) -> None:
+    comp = compare_strategies(subspace, seeds=2, seed_offset=5, budget=12, prior="none", **KW)
+    summary = comp.summary()
+    assert sorted(summary["seed"].unique()) == [5, 6] and set(summary["strategy"]) == {"model", "random"}
+    steps = comp.steps()
+    assert len(steps) == 4 * 12 and list(steps.columns[:2]) == ["strategy", "seed"]
+    assert comp.prior.startswith("none")
+
+
 @pytest.mark.slow
 def test_the_loop_beats_random_sampling(subspace) -> None:
-    pool = replay_pool(subspace, str(DESCRIPTOR), GPU, SIZES)
+    pool = replay_pool(subspace, **KW)
     found, rand = [], []
     for seed in range(3):
-        kw = {"kernel": str(DESCRIPTOR), "gpu": GPU, "sizes": SIZES, "initial": 12, "batch": 8, "budget": 36,
-              "seed": seed}
-        found.append(replay(subspace, members=2, pool=pool, **kw).steps["fraction_of_optimum"].iloc[-1])
-        rand.append(replay(subspace, strategy="random", **kw).steps["fraction_of_optimum"].iloc[-1])
+        found.append(replay(subspace, budget=36, seed=seed, pool=pool, prior="none", **KW)
+                     .steps["fraction_of_optimum"].iloc[-1])
+        rand.append(replay(subspace, strategy="random", budget=36, seed=seed, **KW)
+                    .steps["fraction_of_optimum"].iloc[-1])
     assert np.median(found) >= np.median(rand) and np.median(found) > 0.95
-
-
-def test_measured_files_may_omit_a_constant_parameter(model, small_sweep) -> None:
-    ok = small_sweep[small_sweep["status"] == "ok"].sample(50, random_state=0)
-    cands = ok.drop(columns=["time_ms", "status", "reason"])
-    measured = ok.head(3).drop(columns=["size.N"])  # N is the same for every candidate
-    sug = suggest_next(model, cands, measured, batch=2)
-    assert sug.n_measured == 3 and sug.best_measured_ms == pytest.approx(measured["time_ms"].min())
-    with pytest.raises(HybridperfError, match="lacks column 'config.BX'"):
-        suggest_next(model, cands, measured.drop(columns=["config.BX"]), batch=2)

@@ -1,0 +1,157 @@
+"""Priors for the measure-next loop: what is known about a space before measuring it on this GPU."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from hybridperf.analytical.run import TIME_MODELS
+from hybridperf.arrays import FloatArray
+from hybridperf.errors import HybridperfError
+from hybridperf.learn.baseline import baseline_column
+from hybridperf.learn.features import analytical_features
+from hybridperf.learn.model import TrainedModel
+from hybridperf.search.ensemble import FeaturePool, log_predict
+from hybridperf.sweep import param_columns
+
+__all__ = ["PRIORS", "PRIOR_BOOSTER", "Prior", "analytical_prior", "make_prior", "model_prior", "no_prior",
+           "transfer_prior"]
+
+PRIORS = ("auto", "transfer", "model", "analytical", "none")
+# The transfer prior's booster: fitted once per space on up to PRIOR_MAX_ROWS rows of other GPUs (one thread:
+# xgboost's OpenMP threads spin and slow down badly on a shared machine).
+PRIOR_BOOSTER: dict[str, Any] = {"max_depth": 6, "eta": 0.1, "subsample": 0.8, "colsample_bytree": 0.8,
+                                 "min_child_weight": 2.0, "tree_method": "hist", "nthread": 1}
+PRIOR_ROUNDS = 150
+PRIOR_MAX_ROWS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """Relative log time per pool row before any measurement on this GPU, and the predicted failure chance.
+
+    ``log_time`` is centred (median 0 over feasible rows; NaN where unknown): only differences
+    matter, the loop fits the level and a scale on the rows it measures. ``p_fail`` (or None) is
+    the chance that a row fails to run although the descriptor calls it feasible, learned from
+    failed rows of the prior data. ``name`` is one of :data:`PRIORS`; ``note`` says what it used.
+    """
+
+    name: str
+    log_time: FloatArray
+    p_fail: FloatArray | None
+    note: str
+
+    @property
+    def informative(self) -> bool:
+        """Whether the prior orders the space at all (not the flat no-prior)."""
+        v = self.log_time[np.isfinite(self.log_time)]
+        return bool(v.size and np.ptp(v) > 0)
+
+
+def _centred(v: FloatArray, feasible: npt.NDArray[np.bool_]) -> FloatArray:
+    v = np.where(feasible & np.isfinite(v), v, np.nan)
+    ok = np.isfinite(v)
+    return v - float(np.median(v[ok])) if ok.any() else v
+
+
+def no_prior(pool: FeaturePool) -> Prior:
+    """Nothing known: every feasible row equal."""
+    return Prior("none", np.where(pool.feasible, 0.0, np.nan), None, "no prior: space-filling start")
+
+
+def analytical_prior(pool: FeaturePool, baseline: str = "mwp-cwp") -> Prior:
+    """The analytical model ``baseline``'s log time (one of TIME_MODELS), uncalibrated."""
+    v = pool.feats[baseline_column(baseline)].to_numpy(dtype=np.float64)
+    return Prior("analytical", _centred(v, pool.feasible), None, f"analytical model {baseline} (uncalibrated)")
+
+
+def model_prior(pool: FeaturePool, model: TrainedModel) -> Prior:
+    """A trained model's predictions (its training data is the prior knowledge)."""
+    v = np.full(len(pool.rows), np.nan)
+    idx = np.flatnonzero(pool.feasible)
+    if idx.size:
+        v[idx] = log_predict(model, pool, idx)
+    kernels = ", ".join(model.metadata.get("kernels", {})) or "?"
+    return Prior("model", _centred(v, pool.feasible), None,
+                 f"trained model ({model.metadata.get('n_rows', '?')} rows; kernels {kernels})")
+
+
+def _group_median_log(rows: pd.DataFrame) -> FloatArray:
+    """log time minus its (kernel, gpu, sizes) group's median: what transfers across GPUs is the shape."""
+    y = np.log(pd.to_numeric(rows["time_ms"], errors="coerce").to_numpy(dtype=np.float64))
+    keys = ["kernel", "gpu", *param_columns(rows, "size.")]
+    med = pd.Series(y, index=rows.index).groupby([rows[k].astype(str) for k in keys]).transform("median")
+    return y - med.to_numpy()
+
+
+def transfer_prior(pool: FeaturePool, prior_rows: pd.DataFrame, *, seed: int = 0,
+                   params: Mapping[str, Any] | None = None, rounds: int = PRIOR_ROUNDS,
+                   max_rows: int = PRIOR_MAX_ROWS) -> Prior:
+    """A model of other sweeps of the same kernel (other GPUs, other sizes): their shape of the space.
+
+    One booster learns each group's log time relative to its median from the analytical
+    features (which carry the GPU's datasheet fields); a classifier learns which feasible rows
+    failed (status not ok). Rows of kernels not in the pool are ignored.
+    """
+    import xgboost as xgb
+
+    kernels = set(pool.rows["kernel"].astype(str))
+    rows = prior_rows.loc[prior_rows["kernel"].astype(str).isin(kernels)].reset_index(drop=True)
+    if rows.empty:
+        raise HybridperfError(f"the prior rows hold no run of kernel {sorted(kernels)[0]}; pass sweeps of the same "
+                              "kernel (e.g. other GPUs) or choose another prior")
+    if len(rows) > max_rows:
+        rows = rows.sample(max_rows, random_state=seed).reset_index(drop=True)
+    feats = analytical_features(rows)
+    feasible = feats["feasible"].to_numpy() > 0
+    status = rows["status"].astype(str).to_numpy() if "status" in rows.columns else np.full(len(rows), "ok")
+    ok = feasible & (status == "ok") & (pd.to_numeric(rows["time_ms"], errors="coerce").to_numpy() > 0)
+    if ok.sum() < 10:
+        raise HybridperfError(f"the prior rows hold {int(ok.sum())} usable runs of kernel {sorted(kernels)[0]} "
+                              "(status ok, feasible); at least 10 are needed for a transfer prior")
+    X = pool.design(feats)
+    cfg = {**PRIOR_BOOSTER, **dict(params or {}), "seed": seed}
+    y = _group_median_log(rows.loc[ok])
+    b = xgb.train(cfg, xgb.DMatrix(X[ok], label=y), rounds)
+    log_time = np.full(len(pool.rows), np.nan)
+    idx = np.flatnonzero(pool.feasible)
+    log_time[idx] = b.inplace_predict(pool.X[idx])
+    failed = feasible & (status != "ok")
+    p_fail = None
+    if failed.any():
+        clf = xgb.train({**cfg, "objective": "binary:logistic", "max_depth": 4},
+                        xgb.DMatrix(X[feasible], label=failed[feasible].astype(np.float64)), rounds // 2)
+        p_fail = np.zeros(len(pool.rows))
+        p_fail[idx] = clf.inplace_predict(pool.X[idx])
+    gpus = sorted(rows["gpu"].astype(str).unique())
+    return Prior("transfer", _centred(log_time, pool.feasible), p_fail,
+                 f"transfer from {int(ok.sum())} runs ({int(failed.sum())} failed rows) on {', '.join(gpus)}")
+
+
+def make_prior(kind: str, pool: FeaturePool, *, prior_rows: pd.DataFrame | None = None,
+               model: TrainedModel | None = None, baseline: str = "mwp-cwp", seed: int = 0) -> Prior:
+    """The prior ``kind`` (one of :data:`PRIORS`). ``auto``: a transfer prior when ``prior_rows`` hold
+    the kernel, else the model's predictions when given one, else the analytical model."""
+    if kind not in PRIORS:
+        raise HybridperfError(f"prior must be one of {', '.join(PRIORS)}; got {kind!r}")
+    if baseline not in TIME_MODELS:
+        raise HybridperfError(f"unknown analytical baseline {baseline!r}; choose from {', '.join(TIME_MODELS)}")
+    has_rows = prior_rows is not None and prior_rows["kernel"].astype(str).isin(
+        set(pool.rows["kernel"].astype(str))).any()
+    if kind == "auto":
+        kind = "transfer" if has_rows else "model" if model is not None else "analytical"
+    if kind == "transfer":
+        if prior_rows is None:
+            raise HybridperfError("prior 'transfer' needs prior rows (sweeps of the same kernel on other GPUs)")
+        return transfer_prior(pool, prior_rows, seed=seed)
+    if kind == "model":
+        if model is None:
+            raise HybridperfError("prior 'model' needs a trained model (-m MODEL)")
+        return model_prior(pool, model)
+    if kind == "analytical":
+        return analytical_prior(pool, baseline)
+    return no_prior(pool)

@@ -113,12 +113,18 @@ def count(hi: int, lo: int = 1) -> Callable[[str], int]:
 
 
 def count_or_share(text: str) -> float:
-    """A count (a whole number from 1 to 10**9) or a share in (0, 1] (e.g. ``--top-k 200`` or ``--top-k 0.05``)."""
+    """A count (a whole number from 1 to 10**9) or a share in (0, 1) (e.g. ``--top-k 200`` or ``--top-k 0.05``),
+    as ``search.rank.resolve_top_k`` takes them."""
     if text.strip().lstrip("+").isdigit():
         return positive_int(text)
-    value = _float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be a count (e.g. 200) or a share in (0, 1] (e.g. 0.05), got {text!r}")
+    try:
+        value = _float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"is neither a count (e.g. 200) nor a share in (0, 1) (e.g. 0.05): {text!r}") \
+            from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a count (e.g. 200) or a share of the space in (0, 1) (e.g. 0.05), "
+                                         f"got {text!r}")
     return value
 
 

@@ -98,9 +98,10 @@ def suggest_bag() -> dict[str, Any]:
     data = load_dataset("kt-dedispersion")
     data = data[data["gpu"] == "rtx-a4000"].reset_index(drop=True)
     measured, cands = data.iloc[::200], data.drop(columns=["time_ms"]).iloc[::7]
-    sug = suggest_next(measured.iloc[:30], cands, measured.iloc[30:], batch=6, seed=3)
+    sug = suggest_next(None, cands, measured, batch=6, start=8, seed=3)
     cols = [c for c in sug.table.columns]
-    return {"table": _cols(sug.table, cols), "gain": sug.stop.expected_gain, "stop": sug.stop.stop}
+    return {"table": _cols(sug.table, cols), "p_better": sug.stop.p_better, "gain": sug.stop.expected_gain,
+            "stop": sug.stop.stop, "prior": sug.prior}
 
 
 def tuned_titanv() -> dict[str, Any]:

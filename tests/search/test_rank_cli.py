@@ -57,8 +57,9 @@ def test_table_says_how_it_pruned(model_path, capsys) -> None:
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--top-k", "0"], "top_k must be at least 1"),
-    (["--top-k", "1.5"], "share of the space and must lie in (0, 1)"),
+    (["--top-k", "0"], "expected a whole number >= 1, got '0'"),
+    (["--top-k", "1.5"], "share of the space in (0, 1)"),
+    (["--top-k", "1.0"], "share of the space in (0, 1)"),
     (["--prune", "none"], "needs a model"),
 ])
 def test_bad_options_exit_2(argv, message, capsys) -> None:
@@ -67,6 +68,5 @@ def test_bad_options_exit_2(argv, message, capsys) -> None:
 
 
 def test_top_k_that_is_no_number_is_refused(capsys) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main([*BASE, "--top-k", "many"])
-    assert exc.value.code == 2 and "neither a count" in capsys.readouterr().err
+    assert main([*BASE, "--top-k", "many"]) == 2
+    assert "neither a count" in capsys.readouterr().err

@@ -192,9 +192,12 @@ def _names(df: pd.DataFrame, col: str, source: str, known: set[str] | None, what
         if canon and canon != name and canon in known:
             raise _fail(source, f"{what} {name!r} in column {col!r} ({n} rows) is an alias",
                         f"store the canonical name {canon!r}")
-        kind, arg = ("spec", "gpus") if what == "GPU" else ("descriptor", "kernels")
-        raise _fail(source, f"unknown {what} {name!r} in column {col!r} ({n} rows)",
-                    f"use a shipped {what} name, add a {kind} file, or pass known_{arg}=[...]")
+        if what == "GPU":
+            raise _fail(source, f"unknown GPU {name!r} in column {col!r} ({n} rows)",
+                        "use a shipped GPU name, add a spec file, or pass known_gpus=[...]")
+        raise _fail(source, f"unknown kernel {name!r} in column {col!r} ({n} rows): no descriptor of that name",
+                    "pass its descriptor file (--kernel FILE.toml), put its folder on $HYBRIDPERF_KERNEL_PATH "
+                    "(docs/own-kernel.md), or pass known_kernels=[...]")
     return s
 
 

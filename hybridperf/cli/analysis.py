@@ -83,7 +83,7 @@ def add_commands(sub: Any) -> None:
 
     s = sub.add_parser("analyze", help="every analytical model's time and terms for a launch or a grid")
     s.add_argument("--gpu", required=True, help="shipped GPU name/alias or a spec TOML path")
-    s.add_argument("--kernel", required=True, help="shipped descriptor name or a descriptor TOML path")
+    s.add_argument("--kernel", type=t.kernel, required=True, help="shipped descriptor name or a descriptor TOML path")
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES", help=_SET_HELP)
     s.add_argument("--model", action="append", choices=list(MODELS), help="limit to these models")
     s.add_argument("--json", action="store_true")
@@ -91,7 +91,7 @@ def add_commands(sub: Any) -> None:
 
     s = sub.add_parser("advise", help="bottleneck, GPUPerf benefit metrics and what to optimise")
     s.add_argument("--gpu", required=True)
-    s.add_argument("--kernel", required=True)
+    s.add_argument("--kernel", type=t.kernel, required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES", help=_SET_HELP)
     s.add_argument("--chart", help="write the benefit X-Y chart (seed 000 Fig. 4) as PNG")
     s.add_argument("--row", type=t.non_negative_int, default=0, help="which row the chart shows")

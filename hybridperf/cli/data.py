@@ -81,7 +81,8 @@ def add_commands(sub: Any) -> None:
     s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("record", help="time a kernel's sizes x configurations on this machine's NVIDIA GPU (CuPy)")
-    s.add_argument("--kernel", required=True, help="descriptor with a CUDA benchmark setup (see docs/record.md)")
+    s.add_argument("--kernel", type=t.kernel, required=True,
+                   help="descriptor with a CUDA benchmark setup (see docs/record.md)")
     s.add_argument("--sizes", action="append", required=True, metavar="NAME=VALUES", help="size values (repeatable)")
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="config values (default: the descriptor's)")
     s.add_argument("-o", "--output", required=True, help="sweep file; rows already there are skipped (resume)")

@@ -192,7 +192,7 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
 
     s.add_argument("-m", "--model", required=model_required, type=t.model_file,
                    help="model file (without one: Ryoo efficiency order)")
-    s.add_argument("--kernel", required=True)
+    s.add_argument("--kernel", type=t.kernel, required=True)
     s.add_argument("--gpu", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size (repeatable)")
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
@@ -223,7 +223,7 @@ def add_commands(sub: Any) -> None:
     s.set_defaults(func=cmd_rank)
 
     s = sub.add_parser("suggest", help="the next batch of configurations to measure (and whether to stop)")
-    s.add_argument("--kernel", required=True)
+    s.add_argument("--kernel", type=t.kernel, required=True)
     s.add_argument("--gpu", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size (repeatable)")
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
@@ -242,7 +242,7 @@ def add_commands(sub: Any) -> None:
 
     s = sub.add_parser("replay", help="run the measure-next loop on a recorded exhaustive sweep vs random sampling")
     s.add_argument("data", nargs="+", help="sweep files or dataset names")
-    s.add_argument("--kernel", required=True)
+    s.add_argument("--kernel", type=t.kernel, required=True)
     s.add_argument("--gpu", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size, if several")
     s.add_argument("--budget", type=t.count(1_000_000), default=50, help="measurements per run")

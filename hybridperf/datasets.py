@@ -123,14 +123,15 @@ def load_dataset(name: str, *, root: str | Path | None = None) -> pd.DataFrame:
     return read_sweep(info.data_path, known_kernels=kernels or None, known_gpus=gpus or None)
 
 
-def load_sources(sources: Sequence[str | Path], *,
-                 root: str | Path | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
+def load_sources(sources: Sequence[str | Path], *, root: str | Path | None = None,
+                 check_names: bool = True) -> tuple[pd.DataFrame, dict[str, str]]:
     """Sweeps named by file path or shipped dataset name, concatenated, and the sha256 of each source
-    (keys: the path, or ``dataset:NAME``) for a model's provenance."""
+    (keys: the path, or ``dataset:NAME``) for a model's provenance. ``check_names=False`` reads files
+    whose kernels have no descriptor yet (e.g. to write one from them)."""
     frames, hashes = [], {}
     for src in sources:
         if Path(src).is_file():
-            frames.append(read_sweep(src))
+            frames.append(read_sweep(src, check_names=check_names))
             hashes[str(src)] = file_sha256(src)
             continue
         known = {d.name: d for d in list_datasets(root)}

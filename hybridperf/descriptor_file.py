@@ -10,10 +10,12 @@ from typing import Any
 from hybridperf.descriptor import FORMAT_VERSION, KernelDescriptor, Param, check_space
 from hybridperf.errors import DescriptorError
 from hybridperf.formula import Formula, compile_formula
+from hybridperf.inputs import read_input
+from hybridperf.limits import MAX_TOML_BYTES
 from hybridperf.profile import LAUNCH_KEYS, OPTIONAL_COUNTS, REQUIRED_COUNTS
-from hybridperf.tomlfile import check_document, parse_toml, read_document
+from hybridperf.tomlfile import check_document, parse_toml
 
-__all__ = ["parse_kernel_file", "parse_kernel_text"]
+__all__ = ["parse_kernel_file", "parse_kernel_text", "read_toml_bytes"]
 
 _TOP_KEYS = {"format_version", "name", "aliases", "matches", "description", "source", "sizes", "config", "space",
              "launch", "counts", "notes"}
@@ -139,11 +141,19 @@ def _build(raw: bytes, doc: dict[str, Any], where: str | Path, path: str) -> Ker
     ), "of [config]")
 
 
-def parse_kernel_file(path: str | Path) -> KernelDescriptor:
-    """The descriptor in a TOML file (a DescriptorError naming the file, the field and the fix if malformed)."""
+def parse_kernel_file(path: str | Path, raw: bytes | None = None) -> KernelDescriptor:
+    """The descriptor in a TOML file (a DescriptorError naming the file, the field and the fix if malformed);
+    ``raw``: the file's bytes, when the caller has read them already."""
     path = Path(path)
-    raw, doc = read_document(path, DescriptorError, "descriptor", FORMAT_VERSION, _TOP_KEYS)
-    return _build(raw, doc, path, str(path))
+    if raw is None:
+        raw = read_toml_bytes(path)
+    return _build(raw, parse_toml(raw, path, DescriptorError), path, str(path))
+
+
+def read_toml_bytes(path: str | Path) -> bytes:
+    """A descriptor file's bytes, read within the TOML size limit (a regular file only)."""
+    return read_input(Path(path), error=DescriptorError, what="descriptor", max_bytes=MAX_TOML_BYTES,
+                      decompress=False)
 
 
 def parse_kernel_text(text: str, where: str) -> KernelDescriptor:

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 
 from hybridperf.descriptor import KernelDescriptor, Param
-from hybridperf.descriptor_file import parse_kernel_file, parse_kernel_text
+from hybridperf.descriptor_file import parse_kernel_file, parse_kernel_text, read_toml_bytes
 from hybridperf.errors import DescriptorError, HybridperfError, UnknownKernelError
+from hybridperf.registry import REGISTERED, registration_scope
 from hybridperf.tomlfile import load_folder
 from hybridperf.userconfig import config_kernel_path
 
@@ -27,6 +29,7 @@ __all__ = [
     "parse_kernel_text",
     "register_kernel",
     "registered_kernel",
+    "registration_scope",
     "resolve_kernels",
     "unregister_kernel",
 ]
@@ -35,7 +38,7 @@ __all__ = [
 KERNEL_PATH_ENV = "HYBRIDPERF_KERNEL_PATH"
 _SHIPPED_DIR = Path(str(resources.files("hybridperf") / "kernels"))
 # Descriptors registered in this process (register_kernel; the command line's --kernel PATH), by name.
-_REGISTERED: dict[str, KernelDescriptor] = {}
+_REGISTERED: dict[str, KernelDescriptor] = REGISTERED
 
 
 @functools.cache
@@ -48,14 +51,19 @@ def _names(kernel: KernelDescriptor) -> set[str]:
     return {kernel.name, *([Path(kernel.path).stem] if kernel.path else []), *kernel.aliases}
 
 
-@functools.lru_cache(maxsize=256)
-def _parse_cached(path: str, mtime_ns: int, size: int) -> KernelDescriptor:
-    return parse_kernel_file(path)
+_PARSED: dict[tuple[str, str], KernelDescriptor] = {}  # (path, sha256 of its bytes) -> descriptor
+_MAX_PARSED = 256
 
 
-def _parse(path: Path) -> KernelDescriptor:
-    st = path.stat()
-    return _parse_cached(str(path), st.st_mtime_ns, st.st_size)
+def _parse(path: str | Path) -> KernelDescriptor:
+    """A descriptor file, parsed once per content (formulas compile once; an edited file is read anew)."""
+    raw = read_toml_bytes(path)
+    key = (str(path), hashlib.sha256(raw).hexdigest())
+    if key not in _PARSED:
+        if len(_PARSED) >= _MAX_PARSED:
+            _PARSED.clear()
+        _PARSED[key] = parse_kernel_file(path, raw)
+    return _PARSED[key]
 
 
 def kernel_search_path() -> list[Path]:
@@ -107,7 +115,7 @@ def register_kernel(kernel: str | Path | KernelDescriptor) -> KernelDescriptor:
     """Make a descriptor (a file, or one built in memory) answer to its name and aliases in this process,
     before the search path and the shipped ones, e.g. so that sweeps naming it can be trained on.
     Registering another descriptor of the same name replaces the first."""
-    desc = kernel if isinstance(kernel, KernelDescriptor) else parse_kernel_file(kernel)
+    desc = kernel if isinstance(kernel, KernelDescriptor) else _parse(kernel)
     _REGISTERED.pop(desc.name, None)
     _REGISTERED[desc.name] = desc
     return desc

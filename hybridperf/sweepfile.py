@@ -218,7 +218,7 @@ def _check_rows(df: pd.DataFrame, path: Path) -> pd.DataFrame:
 
 
 def read_sweep(path: str | Path, *, known_kernels: Iterable[str] | None = None,
-               known_gpus: Iterable[str] | None = None) -> pd.DataFrame:
+               known_gpus: Iterable[str] | None = None, check_names: bool = True) -> pd.DataFrame:
     """Read a sweep file (Parquet or CSV), validate it, and attach its provenance.
 
     Parameters
@@ -226,7 +226,8 @@ def read_sweep(path: str | Path, *, known_kernels: Iterable[str] | None = None,
     path : str or Path
         ``*.parquet``, ``*.csv`` or ``*.csv.gz``.
     known_kernels, known_gpus : iterable of str, optional
-        Passed to :func:`validate_sweep`.
+        Passed to :func:`validate_sweep`; ``check_names=False`` skips the name checks (rows of a kernel
+        that has no descriptor yet).
 
     Returns
     -------
@@ -236,7 +237,8 @@ def read_sweep(path: str | Path, *, known_kernels: Iterable[str] | None = None,
     path = Path(path)
     df = _read_table(path)
     prov = read_provenance(path)
-    out = validate_sweep(df, source=str(path), known_kernels=known_kernels, known_gpus=known_gpus)
+    out = validate_sweep(df, source=str(path), known_kernels=known_kernels, known_gpus=known_gpus,
+                         check_names=check_names)
     out.attrs["provenance"] = prov
     return out
 

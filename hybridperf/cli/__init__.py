@@ -35,14 +35,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     Temporary files of unfinished writes are removed before exiting.
     """
     from hybridperf.cli.runtime import run_command
+    from hybridperf.registry import registration_scope
 
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as exc:  # usage errors (exit 2, one line) and --help (exit 0)
-        return exc.code if isinstance(exc.code, int) else 2
-    if hasattr(args, "argv"):
-        args.argv = list(argv) if argv is not None else None
-    return run_command(args)
+    with registration_scope():  # descriptors named by --kernel FILE count for this call only
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # usage errors (exit 2, one line) and --help (exit 0)
+            return exc.code if isinstance(exc.code, int) else 2
+        if hasattr(args, "argv"):
+            args.argv = list(argv) if argv is not None else None
+        return run_command(args)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hybridperf.cli.output import clean, dump_json, print_table
+from hybridperf.cli.output import clean, dump_json, print_table, records
 
 __all__ = ["add_commands"]
 
@@ -23,14 +23,58 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 
 
 def cmd_kernels(args: argparse.Namespace) -> int:
-    from hybridperf.kernel import list_kernels
+    from hybridperf.kernel import available_kernels
 
-    rows = [{"name": k.name, "sizes": ",".join(k.size_names), "config": ",".join(k.config_names),
-             "space": k.space_size(), "description": k.description[:60]} for k in list_kernels()]
+    rows = [{"name": k.name, "from": origin, "sizes": ",".join(k.size_names), "config": ",".join(k.config_names),
+             "space": k.space_size(), "description": k.description[:60]} for origin, k in available_kernels()]
     if args.json:
         dump_json(rows)
     else:
         print_table(rows)
+    return 0
+
+
+def cmd_kernels_check(args: argparse.Namespace) -> int:
+    from hybridperf.datasets import load_sources
+    from hybridperf.kernel_check import check_descriptor
+
+    data = load_sources(args.data, check_names=False)[0] if args.data else None
+    res = check_descriptor(args.file, data, gpus=args.gpu)
+    k = res.kernel
+    if args.json:
+        dump_json({"kernel": k.name, "sha256": k.sha256, "space": res.space, "notes": list(res.notes),
+                   "runs": res.runs, **{name: None if t is None else records(t.reset_index() if name == "feasibility"
+                                                                              else t)
+                                        for name, t in (("feasibility", res.feasibility), ("models", res.models),
+                                                        ("counters", res.counters))}})
+        return 0
+    print(f"{k.name}: valid descriptor; sizes {', '.join(k.size_names) or '-'}; config "
+          f"{', '.join(k.config_names) or '-'}; {res.space:,} configurations before constraints")
+    for note in res.notes:
+        print(f"note: {note}")
+    if res.feasibility is not None:
+        print(f"\n{res.runs:,} runs compared. Measured status against analytical feasibility:")
+        print_table(res.feasibility.reset_index())
+        print("\nEach time model against the measured times of the ok, feasible runs (per GPU):")
+        print_table(res.models)
+        print("spearman: rank correlation of the model's time with the measured one; median_abs_log_error: "
+              "|log(measured/model)|, as is and after one scale per GPU (0.69 = a factor of 2)")
+    if res.counters is not None:
+        print("\nCounters that measure a descriptor field (measured / descriptor):")
+        print_table(res.counters)
+    return 0
+
+
+def cmd_kernels_new(args: argparse.Namespace) -> int:
+    from hybridperf.datasets import load_sources
+    from hybridperf.files import atomic_write_text
+    from hybridperf.kernel_template import descriptor_template
+
+    data = load_sources(args.from_data, check_names=False)[0] if args.from_data else None
+    text = descriptor_template(args.name, data)
+    atomic_write_text(args.output, text)
+    print(f"wrote {args.output}: descriptor {args.name!r} with placeholder formulas; edit them, then run "
+          f"'hybridperf kernels check {args.output}" + (f" --data {args.from_data[0]}'" if args.from_data else "'"))
     return 0
 
 
@@ -73,13 +117,30 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
+    from hybridperf.cli import argtypes as t
+
     s = sub.add_parser("gpus", help="list the shipped GPU specs")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_gpus)
 
-    s = sub.add_parser("kernels", help="list the shipped kernel descriptors")
+    s = sub.add_parser("kernels", help="list the kernel descriptors (shipped, registered, on the search path); "
+                                       "'kernels check FILE', 'kernels new NAME'")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_kernels)
+    ks = s.add_subparsers(dest="kernels_command", parser_class=type(s), metavar="{check,new}")
+    c = ks.add_parser("check", help="validate a descriptor; with --data, compare it with recorded runs")
+    c.add_argument("file", type=t.kernel, help="descriptor file (or name)")
+    c.add_argument("--data", action="append", metavar="SWEEP", help="sweep files or dataset names with runs of it")
+    c.add_argument("--gpu", action="append", help="compare on these GPUs only (spec names as the rows carry them)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_kernels_check)
+    n = ks.add_parser("new", help="write a descriptor to fill in (parameters from a sweep with --from)")
+    n.add_argument("name", help="the kernel's name (letters, digits, - _ . +)")
+    n.add_argument("-o", "--output", required=True, help="descriptor file to write (.toml)")
+    n.add_argument("--from", dest="from_data", action="append", metavar="SWEEP",
+                   help="take size and config parameters and their values from these runs")
+    n.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
+    n.set_defaults(func=cmd_kernels_new)
 
     s = sub.add_parser("datasets", help="list the shipped datasets with rows, GPUs, kernels and noise floor")
     s.add_argument("--json", action="store_true")

@@ -24,7 +24,7 @@ from hybridperf.learn.baseline import (
 from hybridperf.learn.domain import training_domain
 from hybridperf.sweep import param_columns, size_metric
 
-__all__ = ["FEATURE_VERSION", "PARAM_FEATURE_PREFIXES", "SweepFeatures", "analytical_features"]
+__all__ = ["FEATURE_VERSION", "PARAM_FEATURE_PREFIXES", "SweepFeatures", "analytical_features", "descriptor_params"]
 
 FEATURE_VERSION = 1
 # Columns of the "params" feature set: the parameters themselves and the GPU's datasheet fields.
@@ -37,11 +37,11 @@ def _log(x: np.ndarray) -> np.ndarray:
         return np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), np.nan)
 
 
-def _group_features(desc: KernelDescriptor, gpu_name: str, rows: pd.DataFrame) -> pd.DataFrame:
-    gpu = load_gpu(gpu_name)
+def descriptor_params(desc: KernelDescriptor, rows: pd.DataFrame) -> pd.DataFrame:
+    """The descriptor's parameters of sweep rows (bare names): from size.*/config.* columns and, for
+    counter-described kernels, counter.*; empty cells take the parameter's default."""
     known = desc.parameters
     params = pd.DataFrame(index=rows.index)
-    # Parameters come from size.*/config.* columns and, for counter-described kernels, counter.*.
     for col in [*param_columns(rows), *(c for c in rows.columns if c.startswith("counter."))]:
         name = col.split(".", 1)[1]
         if name in known and name not in params:
@@ -50,6 +50,12 @@ def _group_features(desc: KernelDescriptor, gpu_name: str, rows: pd.DataFrame) -
             if np.isnan(v).any() and known[name].default is not None:
                 v = np.where(np.isnan(v), known[name].default, v)
             params[name] = v
+    return params
+
+
+def _group_features(desc: KernelDescriptor, gpu_name: str, rows: pd.DataFrame) -> pd.DataFrame:
+    gpu = load_gpu(gpu_name)
+    params = descriptor_params(desc, rows)
     res = analyze(desc, gpu, params.reset_index(drop=True), models=MODELS)
     t = res.terms
     mc, gp, sc, rf = t["mwp-cwp"], t["gpuperf"], t["scaled-counts"], t["roofline"]

@@ -136,9 +136,11 @@ def _is_path(text: str) -> bool:
         or Path(text).is_file()
 
 
-def load_kernel(name_or_path: str | Path | KernelDescriptor) -> KernelDescriptor:
-    """A descriptor by TOML path, or by name or alias: registered ones first, then the search path
-    (:func:`kernel_search_path`), then the shipped ones; family descriptors (``matches``) last."""
+def load_kernel(name_or_path: str | Path | KernelDescriptor,
+                known: Mapping[str, KernelDescriptor] | None = None) -> KernelDescriptor:
+    """A descriptor by TOML path, or by name or alias: registered ones first, then ``known`` (e.g. the
+    copies a model keeps, by name), then the search path (:func:`kernel_search_path`), then the shipped
+    ones; family descriptors (``matches``) last."""
     if isinstance(name_or_path, KernelDescriptor):
         return name_or_path
     text = str(name_or_path)
@@ -147,6 +149,8 @@ def load_kernel(name_or_path: str | Path | KernelDescriptor) -> KernelDescriptor
         if not p.is_file():
             raise UnknownKernelError(f"kernel descriptor file {text!r} does not exist; check the path")
         return _parse(p)
+    if known and text in known and text not in _REGISTERED:
+        return known[text]
     kernels = [k for _, k in available_kernels()]
     for k in kernels:
         if text in _names(k):

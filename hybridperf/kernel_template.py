@@ -38,7 +38,8 @@ def _size_lines(data: pd.DataFrame | None) -> list[str]:
     for col in param_columns(data, "size."):
         v = pd.to_numeric(data[col], errors="coerce").dropna()
         default = _number(v.max()) if len(v) else "1"
-        out.append(f'{param_name(col)} = {{ default = {default}, min = 0, description = "" }}')
+        low = 1 if len(v) and v.min() >= 1 else 0
+        out.append(f'{param_name(col)} = {{ default = {default}, min = {low}, description = "" }}')
     return out or ['N = { default = 1048576, min = 1, description = "problem size (elements)" }']
 
 

@@ -364,12 +364,15 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     pred, lo, hi = est.predict_with_interval(X, coverage)
     reasons = out_of_domain(rows, model.features.domain_, feats["regime"].to_numpy())
     cov = est.coverage if coverage is None else coverage
+    unseen = reasons["ood_kernel"].to_numpy(dtype=bool)
     if model.intervals is not None and cov is not None:
         half = model.intervals.half_width(X, reasons, rows["kernel"], cov)
-        with np.errstate(invalid="ignore"):
+        ivs = model.intervals
+        if len(ivs.scores.get("kernel", ())) < ivs.min_bin or not np.isfinite(ivs.quantile("kernel", cov)):
+            half = np.where(unseen, np.inf, half)  # no leave-kernel-out fit measured this shift (one kernel)
+        with np.errstate(invalid="ignore", over="ignore"):
             lo, hi = pred * np.exp(-half), pred * np.exp(half)
     elif cov is not None:  # the plain interval knows nothing of kernels never trained
-        unseen = reasons["ood_kernel"].to_numpy(dtype=bool)
         lo, hi = np.where(unseen, 0.0, lo), np.where(unseen, np.inf, hi)
     out = pd.DataFrame(index=rows.index)
     out["time_ms"] = pred

@@ -349,7 +349,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
         on_front, in_top_k, register_spill[, memory_bound]), the counts of every stage and what
         pruning dropped.
     """
-    desc = load_kernel(kernel)
+    desc = load_kernel(kernel, known=None if model is None else model.descriptors)
     spec = load_gpu(gpu)
     if configs is not None and space_overrides:
         raise HybridperfError("give either configs (explicit configurations) or space_overrides, not both")

@@ -4,20 +4,24 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from hybridperf.errors import SpecError, UnknownGPUError
+from hybridperf.errors import HybridperfError, SpecError, UnknownGPUError
 from hybridperf.tomlfile import load_folder, read_document
+from hybridperf.userconfig import config_gpu_path
 
 __all__ = [
+    "GPU_PATH_ENV",
     "MODEL_KEYS",
     "SPEC_KEYS",
     "CCLimits",
     "GPUSpec",
     "gpu_names",
+    "gpu_search_path",
     "list_gpus",
     "load_cc_limits",
     "load_gpu",
@@ -25,6 +29,8 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+# Folders or spec files searched for GPU names before the shipped specs, separated like PATH.
+GPU_PATH_ENV = "HYBRIDPERF_GPU_PATH"
 # Largest value a spec field may hold: far above any real GPU (bandwidths ~1e4 GB/s, clocks ~1e3 MHz,
 # peak rates ~1e6 GFLOP/s); it keeps sums and products of spec values finite.
 MAX_SPEC_VALUE = 1e12
@@ -153,12 +159,18 @@ class GPUSpec:
 
     @property
     def key(self) -> str:
-        """The name sweep rows carry for this GPU: the shipped spec's file stem, else the spec file's
-        path (a user's own spec), else its name (a spec built in memory)."""
+        """The name sweep rows carry for this GPU: the spec file's stem where that name finds this same
+        spec (shipped, or on the GPU search path), else the file's path, else its name (built in memory)."""
         if not self.path:
             return self.name
         path = Path(self.path)
-        return path.stem if path.resolve().parent == _SHIPPED_DIR.resolve() else str(self.path)
+        if path.resolve().parent == _SHIPPED_DIR.resolve():
+            return path.stem
+        try:
+            found = load_gpu(path.stem)
+        except HybridperfError:
+            return str(self.path)
+        return path.stem if found.sha256 == self.sha256 else str(self.path)
 
     def replace(self, **changes: Any) -> GPUSpec:
         """Return a copy with some machine parameters changed (e.g. after calibration)."""
@@ -278,14 +290,34 @@ def normalize_name(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
+def gpu_search_path() -> list[Path]:
+    """Where GPU names are looked up before the shipped specs: ``$HYBRIDPERF_GPU_PATH`` (separated by
+    ``os.pathsep``), then the configuration file's ``gpu_path``; each entry a folder of spec files or one."""
+    env = [Path(e).expanduser() for e in os.environ.get(GPU_PATH_ENV, "").split(os.pathsep) if e.strip()]
+    return env + config_gpu_path()
+
+
+def _user_specs() -> list[GPUSpec]:
+    out: list[GPUSpec] = []
+    for entry in gpu_search_path():
+        if entry.is_dir():
+            out.extend(load_folder(entry, _parse_gpu, _names, SpecError))
+        elif entry.is_file():
+            out.append(_parse_gpu(entry))
+        else:
+            raise UnknownGPUError(f"GPU search path entry {str(entry)!r} (from ${GPU_PATH_ENV} or the configuration "
+                                  "file's gpu_path) does not exist; fix or remove it")
+    return out
+
+
 def list_gpus() -> list[GPUSpec]:
     """Every shipped GPU spec, sorted by file name."""
     return list(_shipped())
 
 
 def gpu_names() -> list[str]:
-    """Short names (file stems) of the shipped GPU specs."""
-    return [s.key for s in _shipped()]
+    """Short names (file stems) of the GPU specs on the search path and the shipped ones."""
+    return [*(Path(s.path).stem for s in _user_specs()), *(s.key for s in _shipped())]
 
 
 def load_gpu(name_or_path: str | Path) -> GPUSpec:
@@ -307,9 +339,10 @@ def load_gpu(name_or_path: str | Path) -> GPUSpec:
             raise UnknownGPUError(f"GPU spec file {text!r} does not exist; check the path")
         return _parse_gpu(p)
     key = normalize_name(text)
-    for s in _shipped():
+    for s in [*_user_specs(), *_shipped()]:
         if key in _names(s):
             return s
     raise UnknownGPUError(
-        f"unknown GPU {text!r}; run 'hybridperf gpus' for the shipped names or pass a spec file path"
+        f"unknown GPU {text!r}; run 'hybridperf gpus' for the shipped names, pass a spec file path, or put "
+        f"your spec's folder on ${GPU_PATH_ENV}"
     )

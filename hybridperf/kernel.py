@@ -21,6 +21,7 @@ __all__ = [
     "KernelDescriptor",
     "Param",
     "available_kernels",
+    "family_kernel",
     "kernel_key",
     "kernel_names",
     "kernel_search_path",
@@ -109,6 +110,15 @@ def list_kernels() -> list[KernelDescriptor]:
 def kernel_names() -> list[str]:
     """Names of the descriptors a name can reach: registered, on the search path, shipped."""
     return [k.name for _, k in available_kernels()]
+
+
+def family_kernel(name: str) -> KernelDescriptor | None:
+    """The family descriptor (``matches`` globs) a kernel name belongs to, if it is no descriptor's own name
+    or alias: such names are kernels in their own right that share one descriptor (e.g. ``aiwc-*``)."""
+    kernels = [k for _, k in available_kernels()]
+    if any(name in _names(k) for k in kernels):
+        return None
+    return next((k for k in kernels if any(fnmatch.fnmatchcase(name, p) for p in k.matches)), None)
 
 
 def register_kernel(kernel: str | Path | KernelDescriptor) -> KernelDescriptor:

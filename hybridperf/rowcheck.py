@@ -102,13 +102,18 @@ def check_rows(rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | Non
         _kernel_rows(desc, rows.iloc[idx], sub_bad, sub_reasons, examples)
         bad[idx], reasons[idx] = sub_bad, sub_reasons
     gpus = rows["gpu"].astype(str).to_numpy()
+    missing = []
+    reason = ("runs on a GPU without a spec (to include them, write one, docs/gpu-spec-format.md, and put its "
+              "folder on $HYBRIDPERF_GPU_PATH)")
     for gpu in np.unique(gpus) if names else ():
         try:
             load_gpu(gpu)
         except HybridperfError:
             m = (gpus == gpu) & ~bad
-            bad[m], reasons[m] = True, (f"GPU {gpu!r} has no spec (to include its runs, write one: "
-                                        "docs/gpu-spec-format.md)")
+            bad[m], reasons[m] = True, reason
+            missing.append(gpu)
+    if missing:
+        examples[reason] = f" ({', '.join(missing[:4])}{f', ... {len(missing)} GPUs' if len(missing) > 4 else ''})"
     return RowCheck(ok=~bad, reasons=reasons, examples=examples)
 
 
@@ -126,5 +131,5 @@ def drop_rows(rows: pd.DataFrame, check: RowCheck, *, strict: bool = False, what
     line = check.summary(what)
     if strict or check.n_bad == len(rows):
         raise HybridperfError(line + ("" if strict else "; nothing left to use"))
-    warnings.warn(f"skipped {line}; pass --strict to stop instead", UserWarning, stacklevel=3)
+    warnings.warn(f"{line}; skipped them (pass --strict to stop instead)", UserWarning, stacklevel=3)
     return rows.loc[check.ok]

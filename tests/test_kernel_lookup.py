@@ -126,3 +126,19 @@ def test_allowed_value_errors_stay_short(tmp_path) -> None:
         load_kernel(str(path)).profile({"BLOCK": 0.5})
     msg = str(err.value)
     assert "BLOCK=0.5 is not an allowed value" in msg and "(256 values)" in msg and len(msg) < 160
+
+
+def test_gpu_search_path(tmp_path, monkeypatch) -> None:
+    from hybridperf.hardware import GPU_PATH_ENV, gpu_names, load_gpu
+
+    titan = load_gpu("titan-v")
+    text = Path(titan.path).read_text().replace('name = "NVIDIA TITAN V"', 'name = "My Card"').replace(
+        'aliases = ["titan-v", "titanv"]', "aliases = []")
+    (tmp_path / "gpus").mkdir()
+    (tmp_path / "gpus" / "my-card.toml").write_text(text)
+    with pytest.raises(HybridperfError, match="HYBRIDPERF_GPU_PATH"):
+        load_gpu("my-card")
+    monkeypatch.setenv(GPU_PATH_ENV, str(tmp_path / "gpus"))
+    spec = load_gpu("My Card")
+    assert spec.key == "my-card" and "my-card" in gpu_names() and spec.sm_count == titan.sm_count
+    assert load_gpu("titan-v") == titan

@@ -25,14 +25,15 @@ def test_reasons_are_grouped_and_counted() -> None:
     reasons = list(check.reasons)
     assert reasons[1] == "seed004-matvec: N is below its minimum 1"
     assert reasons[2] == reasons[3] == "seed004-matvec: BLOCK is not an allowed value"
-    assert reasons[5].startswith("GPU 'gtx-9999' has no spec") and "unknown kernel 'nope'" in reasons[6]
+    assert reasons[5].startswith("runs on a GPU without a spec") and "unknown kernel 'nope'" in reasons[6]
+    assert check.examples[reasons[5]] == " (gtx-9999)"
     line = check.summary()
     assert line.startswith("5 of 8 rows are invalid: 2 x seed004-matvec: BLOCK is not an allowed value (e.g. 300)")
     assert "\n" not in line and len(line) < 400
 
 
 def test_skipped_with_a_warning_or_refused_when_strict() -> None:
-    with pytest.warns(UserWarning, match=r"skipped 5 of 8 rows are invalid: .*; pass --strict to stop instead"):
+    with pytest.warns(UserWarning, match=r"5 of 8 rows are invalid: .*; skipped them \(pass --strict to stop instead\)"):
         kept = drop_bad_rows(rows())
     assert list(kept.index) == [0, 4, 7]
     with pytest.raises(HybridperfError, match="5 of 8 rows are invalid"):

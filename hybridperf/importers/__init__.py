@@ -81,6 +81,16 @@ def _coerce(name: str, value: Any) -> Any:
     return value
 
 
+def _names_option(value: Iterable[str] | str | None) -> list[str] | None:
+    """``known_kernels`` / ``known_gpus`` as a list: text (the command line's ``--option known_gpus=A,B``) is
+    split at commas, never into characters."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value]
+
+
 def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | None = None,
                  known_kernels: Iterable[str] | None = None, known_gpus: Iterable[str] | None = None,
                  **options: Any) -> pd.DataFrame:
@@ -99,8 +109,8 @@ def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | N
         Accepted kernel names. Default: the shipped descriptors plus the names the importer
         assigns by its documented convention (so importing never blocks on naming).
     known_gpus : iterable of str, optional
-        Accepted GPU names. Default: the shipped spec stems; pass extra stems to import data
-        from GPUs without a spec.
+        GPU names accepted besides the shipped spec stems: pass the stems of GPUs without a spec to
+        import their runs (text is split at commas: ``--option known_gpus=A,B``).
     **options
         Passed to the format's reader (see ``hybridperf.importers.<format>``), e.g.
         ``kernel=``, ``gpu=``, ``sizes=``, ``mapping=``, ``time_unit=``, ``progress=``.
@@ -124,6 +134,7 @@ def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | N
     if unknown:
         raise SweepError(f"unknown option {unknown[0]!r} for format {fmt!r}; allowed: {', '.join(allowed)}")
     options = {k: _coerce(k, v) for k, v in options.items()}
+    known_kernels, known_gpus = _names_option(known_kernels), _names_option(known_gpus)
     try:
         df = reader(source, **options)
     except HybridperfError:
@@ -136,7 +147,7 @@ def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | N
     kernels = None if known_kernels is None else set(known_kernels)
     if kernels is None:
         kernels = (known_names("kernel") or set()) | set(df["kernel"].astype("str").unique())
-    gpus = known_names("gpu") if known_gpus is None else set(known_gpus)
+    gpus = (known_names("gpu") or set()) | set(known_gpus or ())
     if gpus:
         devices = prov.get("source_devices", {})
         for stem in sorted(set(df["gpu"].astype("str").unique()) - gpus):
@@ -149,6 +160,9 @@ def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | N
     from hybridperf import __version__
 
     path = Path(source)
+    without = sorted(set(out["gpu"].astype("str").unique()) - (known_names("gpu") or set()))
+    if without:
+        prov["gpus_without_spec"] = without
     prov.update({
         "importer": fmt,
         "importer_options": json.loads(json.dumps(options, default=str)),

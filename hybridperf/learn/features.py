@@ -243,8 +243,7 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "columns_")
         return {"params": self.get_params(), "baselines_": dict(self.baselines_), "baseline_": self.baseline_,
                 "columns_": list(self.columns_), "domain_": self.domain_,
-                "descriptors_": {k: {"name": d.name, "sha256": d.sha256, "toml": d.text}
-                                 for k, d in sorted(getattr(self, "descriptors_", {}).items()) if d.text}}
+                **_descriptor_state(getattr(self, "descriptors_", {}))}
 
     @classmethod
     def from_dict(cls, doc: Any) -> SweepFeatures:
@@ -257,7 +256,7 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
             ft.baseline_ = None if doc["baseline_"] is None else str(doc["baseline_"])
             ft.columns_ = [str(c) for c in doc["columns_"]]
             ft.domain_ = dict(doc["domain_"])
-            ft.descriptors_ = _stored_descriptors(doc.get("descriptors_") or {})
+            ft.descriptors_ = _stored_descriptors(doc.get("descriptors_") or {}, doc.get("descriptor_texts_") or {})
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, ModelFileError):
                 raise
@@ -277,21 +276,33 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
         return tags
 
 
-def _stored_descriptors(doc: Mapping[str, Any]) -> dict[str, KernelDescriptor]:
+def _descriptor_state(descriptors: Mapping[str, KernelDescriptor]) -> dict[str, Any]:
+    """The model file's record of the descriptors: kernel name -> (descriptor name, sha256), and each
+    distinct TOML text once, by sha256 (a family descriptor serves many kernel names). Descriptors built
+    in memory (no text) are left out: their kernels are looked up by name when the model is loaded."""
+    kept = {k: d for k, d in sorted(descriptors.items()) if d.text}
+    return {"descriptors_": {k: {"name": d.name, "sha256": d.sha256} for k, d in kept.items()},
+            "descriptor_texts_": {d.sha256: d.text for d in kept.values()}}
+
+
+def _stored_descriptors(kernels: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, KernelDescriptor]:
     """The descriptors a model file keeps, parsed by the descriptor reader (formulas through the safe
     evaluator; no code runs) and checked against their recorded sha256."""
     import hashlib
 
     from hybridperf.learn.persist import ModelFileError
 
+    parsed = {}
+    for sha, text in texts.items():
+        if hashlib.sha256(text.encode("utf-8")).hexdigest() != sha:
+            raise ModelFileError(f"model file descriptor text {sha[:12]}... does not match its sha256; restore "
+                                 "or retrain the model")
+        parsed[sha] = parse_kernel_text(text, f"model file descriptor {sha[:12]}...")
     out = {}
-    for key, entry in doc.items():
-        text = entry["toml"]
-        if hashlib.sha256(text.encode("utf-8")).hexdigest() != entry["sha256"]:
-            raise ModelFileError(f"model file descriptor {key!r} does not match its sha256; restore or retrain it")
-        desc = parse_kernel_text(text, f"model file descriptor {key!r}")
-        if desc.name != entry["name"]:
-            raise ModelFileError(f"model file descriptor {key!r} is named {desc.name!r}, not {entry['name']!r}")
+    for key, entry in kernels.items():
+        desc = parsed.get(entry["sha256"])
+        if desc is None or desc.name != entry["name"]:
+            raise ModelFileError(f"model file descriptor of kernel {key!r} is missing or misnamed; retrain the model")
         out[str(key)] = desc
     return out
 

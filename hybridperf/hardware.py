@@ -5,6 +5,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -281,8 +282,10 @@ def _shipped() -> tuple[GPUSpec, ...]:
 
 
 def _names(spec: GPUSpec) -> set[str]:
-    """Every normalised name a shipped spec answers to: its name, file stem and aliases."""
-    return {normalize_name(spec.name), normalize_name(Path(spec.path).stem), *(normalize_name(a) for a in spec.aliases)}
+    """Every normalised name a spec answers to: its name (with and without the vendor), file stem and aliases."""
+    bare = re.sub(r"^(nvidia|amd)\s+", "", spec.name, flags=re.IGNORECASE)
+    return {normalize_name(spec.name), normalize_name(bare), normalize_name(Path(spec.path).stem),
+            *(normalize_name(a) for a in spec.aliases)}
 
 
 def normalize_name(name: str) -> str:

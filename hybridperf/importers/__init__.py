@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from hybridperf.devices import match_device
 from hybridperf.errors import HybridperfError, SweepError
 from hybridperf.files import file_sha256
 from hybridperf.importers.aiwc import read_aiwc
@@ -152,10 +153,13 @@ def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | N
         devices = prov.get("source_devices", {})
         for stem in sorted(set(df["gpu"].astype("str").unique()) - gpus):
             n = int((df["gpu"] == stem).sum())
-            raise SweepError(
-                f"{source}: device {devices.get(stem, stem)!r} maps to GPU {stem!r}, which has no spec ({n} rows); "
-                f"add hybridperf/gpus/{stem}.toml, pass gpu=<shipped name> if it is the same part, "
-                f"or pass known_gpus=[{stem!r}, ...] to import it without a spec")
+            device = devices.get(stem, stem)
+            match = match_device(str(device))
+            why = match.reason if match.listed else (
+                "write a spec (docs/gpu-spec-format.md) and put its folder on $HYBRIDPERF_GPU_PATH, pass "
+                "gpu=<spec name> if it is the same part")
+            tail = "" if "known_gpus" in why else f"; to import its rows without a spec pass known_gpus={stem}"
+            raise SweepError(f"{source}: device {device!r} ({n} rows) has no spec: {why}{tail}")
     out = validate_sweep(df, source=str(source), known_kernels=kernels, known_gpus=gpus or None)
     from hybridperf import __version__
 

@@ -28,7 +28,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from hybridperf.importers import import_to_file
     from hybridperf.sweep import summarize_sweep
 
-    df = import_to_file(args.source, args.format, args.output, **_options(args.option, args.map))
+    df = import_to_file(args.source, args.format, args.output, strict=args.strict, **_options(args.option, args.map))
     s = summarize_sweep(df)
     print(f"imported {s.rows} rows ({s.ok} ok, {s.failed} failed, {s.invalid} invalid) of "
           f"{', '.join(s.kernels)} on {', '.join(s.gpus)} -> {args.output}")
@@ -69,8 +69,11 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--format", required=True, choices=["kernel-tuner", "ktt", "uci-sgemm", "neusight", "aiwc", "csv"])
     s.add_argument("-o", "--output", required=True, help="sweep to write (.parquet, .csv or .csv.gz)")
     s.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="importer option, e.g. gpu=rtx-a4000, kernel=..., time_unit=us (repeatable)")
+                   help="importer option, e.g. gpu=rtx-a4000, kernel=NAME or kernel=FILE.toml, time_unit=us, "
+                        "known_gpus=A,B (repeatable)")
     s.add_argument("--map", action="append", metavar="SRC=DST", help="csv: column mapping, e.g. n=size.N")
+    s.add_argument("--strict", action="store_true",
+                   help="stop at rows that break their kernel's descriptor instead of leaving them out")
     s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
     s.set_defaults(func=cmd_import)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,7 +12,7 @@ from hybridperf.descriptor_file import parse_kernel_text
 from hybridperf.errors import HybridperfError
 from hybridperf.sweep import param_columns, param_name
 
-__all__ = ["descriptor_template"]
+__all__ = ["descriptor_template", "write_descriptor_template"]
 
 _BLOCK = re.compile(r"(block_size|work_group_size|local_size|block_dim|threads?)_?([xyz])?$", re.IGNORECASE)
 _TILE = re.compile(r"tile(_size)?_?[xyz]?$", re.IGNORECASE)
@@ -114,4 +115,18 @@ def descriptor_template(name: str, data: pd.DataFrame | None = None, description
         raise HybridperfError(f"cannot write a template for {name!r}: {exc}") from None
     if not math.isfinite(float(desc.space_size())):
         raise HybridperfError(f"template for {name!r}: the configuration space cannot be counted")
+    return text
+
+
+def write_descriptor_template(name: str, path: str | Path, data: pd.DataFrame | None = None, *,
+                              force: bool = False) -> str:
+    """Write :func:`descriptor_template` to ``path`` (atomically); an existing file is kept unless ``force``
+    (a descriptor being edited is not replaced by a fresh template). Returns the text written."""
+    from hybridperf.errors import OutputError
+    from hybridperf.files import atomic_write_text
+
+    if Path(path).exists() and not force:
+        raise OutputError(f"{path} exists; pass --force to replace it with a new template, or choose another name")
+    text = descriptor_template(name, data)
+    atomic_write_text(path, text)
     return text

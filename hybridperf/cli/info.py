@@ -67,12 +67,10 @@ def cmd_kernels_check(args: argparse.Namespace) -> int:
 
 def cmd_kernels_new(args: argparse.Namespace) -> int:
     from hybridperf.datasets import load_sources
-    from hybridperf.files import atomic_write_text
-    from hybridperf.kernel_template import descriptor_template
+    from hybridperf.kernel_template import write_descriptor_template
 
     data = load_sources(args.from_data, check_names=False)[0] if args.from_data else None
-    text = descriptor_template(args.name, data)
-    atomic_write_text(args.output, text)
+    write_descriptor_template(args.name, args.output, data, force=args.force)
     print(f"wrote {args.output}: descriptor {args.name!r} with placeholder formulas; edit them, then run "
           f"'hybridperf kernels check {args.output}" + (f" --data {args.from_data[0]}'" if args.from_data else "'"))
     return 0
@@ -139,7 +137,7 @@ def add_commands(sub: Any) -> None:
     n.add_argument("-o", "--output", required=True, help="descriptor file to write (.toml)")
     n.add_argument("--from", dest="from_data", action="append", metavar="SWEEP",
                    help="take size and config parameters and their values from these runs")
-    n.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
+    n.add_argument("--force", action="store_true", help="replace an existing file")
     n.set_defaults(func=cmd_kernels_new)
 
     s = sub.add_parser("datasets", help="list the shipped datasets with rows, GPUs, kernels and noise floor")

@@ -204,7 +204,7 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
                         "two-metric front; none: rank every feasible config (needs a model)")
     s.add_argument("--top-k", type=t.count_or_share, default=None, metavar="K",
                    help="the union keeps the model's K fastest: a count, or a share of the feasible configurations "
-                        f"(default: as many as fill the shortlist to {FILL:.0%} of the feasible, at least --top)")
+                        f"(default: as many as fill the shortlist to {FILL:.0%}% of the feasible, at least --top)")
     s.add_argument("--no-pareto", action="store_true", help="alias of --prune none")
     s.add_argument("--chunk-rows", type=t.count(5_000_000), default=200_000,
                    help="configs per streamed chunk (bounds memory)")

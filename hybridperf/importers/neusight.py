@@ -106,11 +106,10 @@ def _load(path: Path, ops: set[str] | None, devices: set[str] | None = None) -> 
     """The rows of one file (of ``ops`` and ``devices`` when given), each naming its op and device."""
     t = read_csv(path, expected="NeuSight's header and rows")
     require_columns(t, ("OPName", "Latency", "Device"), path, "expected NeuSight's OPName, Latency, Device, ... layout")
+    if t.empty:
+        raise SweepError(f"{path}: no rows; check the file")
     if ops is not None:
         t = t[t["OPName"].isin(ops)].reset_index(drop=True)
-    if t.empty:
-        which = f" for ops {', '.join(sorted(ops))}" if ops else ""
-        raise SweepError(f"{path}: no rows{which}; check the file or ops=")
     if devices is not None:
         t = t[t["Device"].astype("str").isin(devices)].reset_index(drop=True)
     if t["OPName"].isna().any() or t["Device"].isna().any():
@@ -179,7 +178,7 @@ def _read_one(path: Path, ops: set[str] | None, gpu: str | None, factor: float, 
     """One file's sweep rows, the rows merged, and the library versions it records; ``gpus`` (source
     device -> spec stem) is extended with its devices."""
     t = _load(path, ops, devices)
-    if t.empty:  # a file of other devices (devices=)
+    if t.empty:  # a file of other ops or devices (ops=, devices=)
         return pd.DataFrame(), 0, {}
     size_cols = _size_names(t, path)
     resolve_devices(t["Device"].astype("str").unique(), str(path), known=gpus, gpu=gpu)
@@ -243,8 +242,10 @@ def read_neusight(source: str | Path, *, ops: Iterable[str] | None = None, gpu: 
             versions.setdefault(k, set()).update(vals)
     frames = [f for f in frames if len(f)]
     if not frames:
-        raise SweepError(f"{source}: no rows of devices {', '.join(sorted(devices or ()))}; the Device column "
-                         "names them as NeuSight recorded them (e.g. 'Tesla T4')")
+        which = [f"ops {', '.join(sorted(wanted))}"] if wanted is not None else []
+        which += [f"devices {', '.join(sorted(devices))}"] if devices is not None else []
+        raise SweepError(f"{source}: no rows of {' and '.join(which) or 'any op'}; check ops= and devices= (the "
+                         "Device column names devices as NeuSight recorded them, e.g. 'Tesla T4')")
     out = pd.concat(frames, ignore_index=True)
     if merged:
         warn(f"{source}: merged {merged} repeated measurements of an already-recorded shape "

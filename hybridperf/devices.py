@@ -1,17 +1,13 @@
 """Device names as nvidia-smi, CUDA, OpenCL and data sets print them, resolved to GPU specs (one resolver)."""
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 
-from hybridperf.errors import HybridperfError, SpecError, UnknownGPUError
-from hybridperf.hardware import GPUSpec, load_gpu, normalize_name
-from hybridperf.tomlfile import read_document
+from hybridperf.errors import HybridperfError, UnknownGPUError
+from hybridperf.hardware import GPUSpec, device_table, load_gpu, normalize_name
 
-__all__ = ["DeviceMatch", "device_table", "match_device", "resolve_device"]
+__all__ = ["DeviceMatch", "match_device", "resolve_device"]
 
 _VENDOR = re.compile(r"^(nvidia|amd|ati|intel)\s+", re.IGNORECASE)
 
@@ -33,23 +29,6 @@ class DeviceMatch:
         if self.spec is None:
             raise UnknownGPUError(f"device {self.name!r}: {self.reason}")
         return self.spec
-
-
-@functools.cache
-def device_table() -> dict[str, dict[str, str]]:
-    """The device table by normalised name: ``gpu`` (a spec stem) or ``refuse`` (a reason) and ``stem``,
-    ``printed_by``, ``source``; every ``gpu`` is checked to be a shipped spec."""
-    path = Path(str(resources.files("hybridperf") / "data" / "device_names.toml"))
-    _, doc = read_document(path, SpecError, "device-name table", 1, {"format_version", "device"})
-    out: dict[str, dict[str, str]] = {}
-    for i, entry in enumerate(doc.get("device", [])):
-        name, gpu, refuse = entry.get("name"), entry.get("gpu"), entry.get("refuse")
-        if not isinstance(name, str) or (gpu is None) == (refuse is None) or not entry.get("source"):
-            raise SpecError(f"{path}: device {i} needs a name, a source and one of gpu or refuse")
-        if gpu is not None:
-            load_gpu(gpu)  # a table naming a spec that does not exist is a bug in the table
-        out[normalize_name(name)] = {k: v for k, v in entry.items() if isinstance(v, str)}
-    return out
 
 
 def _fallback_stem(name: str) -> str:

@@ -21,6 +21,7 @@ __all__ = [
     "SPEC_KEYS",
     "CCLimits",
     "GPUSpec",
+    "device_table",
     "gpu_names",
     "gpu_search_path",
     "list_gpus",
@@ -293,6 +294,21 @@ def normalize_name(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
+@functools.cache
+def device_table() -> dict[str, dict[str, str]]:
+    """The device-name table (data/device_names.toml) by normalised name: ``gpu`` (a spec stem) or ``refuse``
+    (the reason and fix) and ``stem``, ``printed_by``, ``source`` (where the name was seen printed)."""
+    path = Path(str(resources.files("hybridperf") / "data" / "device_names.toml"))
+    _, doc = read_document(path, SpecError, "device-name table", FORMAT_VERSION, {"format_version", "device"})
+    out: dict[str, dict[str, str]] = {}
+    for i, entry in enumerate(doc.get("device", [])):
+        name, gpu, refuse = entry.get("name"), entry.get("gpu"), entry.get("refuse")
+        if not isinstance(name, str) or (gpu is None) == (refuse is None) or not entry.get("source"):
+            raise SpecError(f"{path}: device {i} needs a name, a source and one of gpu or refuse")
+        out[normalize_name(name)] = {k: v for k, v in entry.items() if isinstance(v, str)}
+    return out
+
+
 def gpu_search_path() -> list[Path]:
     """Where GPU names are looked up before the shipped specs: ``$HYBRIDPERF_GPU_PATH`` (separated by
     ``os.pathsep``), then the configuration file's ``gpu_path``; each entry a folder of spec files or one."""
@@ -345,6 +361,11 @@ def load_gpu(name_or_path: str | Path) -> GPUSpec:
     for s in [*_user_specs(), *_shipped()]:
         if key in _names(s):
             return s
+    entry = device_table().get(key)  # a device name as a tool prints it (nvidia-smi, CUDA, OpenCL, data sets)
+    if entry is not None and "gpu" in entry:
+        return load_gpu(entry["gpu"])
+    if entry is not None:
+        raise UnknownGPUError(f"device {text!r}: {entry['refuse']}")
     raise UnknownGPUError(
         f"unknown GPU {text!r}; run 'hybridperf gpus' for the shipped names, pass a spec file path, or put "
         f"your spec's folder on ${GPU_PATH_ENV}"

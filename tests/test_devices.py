@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from hybridperf.devices import device_table, match_device, resolve_device
+from hybridperf.devices import match_device, resolve_device
 from hybridperf.errors import UnknownGPUError
-from hybridperf.hardware import load_gpu, normalize_name
+from hybridperf.hardware import device_table, load_gpu, normalize_name
 
 TABLE = device_table()
 
@@ -72,3 +72,12 @@ def test_a_listed_device_without_a_spec_is_refused_when_recording() -> None:
         match_gpu_spec("NVIDIA A100-SXM4-40GB", a100.compute_capability, a100.sm_count, 40 << 30)
     assert match_gpu_spec("NVIDIA H100 80GB HBM3", "9.0", 132, 80 << 30).key == "h100-sxm"
     assert normalize_name("NVIDIA H100 80GB HBM3") in TABLE
+
+
+def test_every_gpu_option_takes_printed_names_and_the_table_names_shipped_specs() -> None:
+    assert load_gpu("NVIDIA H100 80GB HBM3").key == "h100-sxm"  # e.g. analyze --gpu "NVIDIA H100 80GB HBM3"
+    with pytest.raises(UnknownGPUError, match="no spec for the SXM2 V100"):
+        load_gpu("Tesla V100-SXM2-16GB")
+    for entry in TABLE.values():
+        if "gpu" in entry:
+            assert load_gpu(entry["gpu"]).path, entry["name"]

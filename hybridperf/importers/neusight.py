@@ -244,7 +244,7 @@ def read_neusight(source: str | Path, *, ops: Iterable[str] | None = None, gpu: 
     if not frames:
         which = [f"ops {', '.join(sorted(wanted))}"] if wanted is not None else []
         which += [f"devices {', '.join(sorted(devices))}"] if devices is not None else []
-        raise SweepError(f"{source}: no rows of {' and '.join(which) or 'any op'}; check ops= and devices= (the "
+        raise SweepError(f"{source}: no rows for {' and '.join(which) or 'any op'}; check ops= and devices= (the "
                          "Device column names devices as NeuSight recorded them, e.g. 'Tesla T4')")
     out = pd.concat(frames, ignore_index=True)
     if merged:

@@ -46,7 +46,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from hybridperf.cli.output import progress_enabled
     from hybridperf.errors import RecordError
     from hybridperf.grid import parse_assignments
     from hybridperf.record import record_sweep
@@ -55,7 +54,7 @@ def cmd_record(args: argparse.Namespace) -> int:
                            parse_assignments(args.space or [], "--space", RecordError) or None, args.output,
                            gpu=args.gpu, min_repeats=args.min_repeats, max_repeats=args.max_repeats,
                            target_cv=args.target_cv, warmup=args.warmup, ncu=args.ncu, retry_failed=args.retry_failed,
-                           bench=args.bench, progress=progress_enabled(args))
+                           bench=args.bench, progress=True)
     print(summary.describe())
     return 1 if summary.stopped else 0
 
@@ -95,5 +94,4 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--ncu", action="store_true", help="also collect Nsight Compute metrics and stall samples")
     s.add_argument("--retry-failed", action="store_true", help="run rows recorded as failed again")
     s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
-    s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_record)

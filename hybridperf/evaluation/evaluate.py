@@ -17,6 +17,7 @@ from hybridperf.learn.baseline import baseline_column
 from hybridperf.learn.estimator import default_booster
 from hybridperf.learn.features import analytical_features
 from hybridperf.learn.model import TrainedModel, fit_model, make_model, predict_rows, size_bands
+from hybridperf.progress import track
 from hybridperf.sweep import param_columns, training_rows
 
 __all__ = ["Evaluation", "ape_metrics", "evaluate", "interval_metrics", "topk_scores"]
@@ -143,7 +144,7 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
     bands = size_bands(rows.iloc[tr])
     records, preds = [], pd.DataFrame(index=rows.index[te])
     preds["measured_ms"] = y[te]
-    for method in methods:
+    for method in track(methods, f"evaluate {split}: methods"):
         t0 = time.perf_counter()
         kind, _, model = method.partition(":")
         cols: dict[str, float] = {}

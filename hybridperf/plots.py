@@ -1,13 +1,11 @@
-"""Plots of predictions, rankings and evaluations (matplotlib, PNG/SVG/PDF by the file name).
-
-Each function draws what a command computed (it computes nothing new) and writes the file atomically:
-:func:`prediction_plot` (``predict --plot``): the predicted time over a size with its interval band and
-the measured times; :func:`pareto_plot` (``rank --plot``): Ryoo's efficiency/utilization plane with the
-Pareto front and the picks; :func:`evaluation_plot` (``evaluate --plot``): predicted against measured and
-the error against the problem size, per method.
-"""
+"""Plots of predictions, rankings and evaluations (matplotlib, PNG/SVG/PDF by the file name)."""
 from __future__ import annotations
 
+# Each function draws what a command computed (it computes nothing new) and writes the file atomically:
+# prediction_plot (predict --plot): the predicted time over a size with its interval band and the
+# measured times; pareto_plot (rank --plot): Ryoo's efficiency/utilization plane with the Pareto front
+# and the picks; evaluation_plot (evaluate --plot): predicted against measured and the error against
+# the problem size, per method.
 from pathlib import Path
 from typing import Any
 

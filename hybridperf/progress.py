@@ -1,15 +1,12 @@
-"""Progress of long work, reported to whoever listens: the library draws nothing itself.
-
-Long loops (training fits, tuning trials, evaluation methods, rank chunks, replays, calibration, imports,
-recording) open a :func:`task` and advance it. Without a listener that costs nothing. The command line
-installs one (:func:`reporting`) that draws bars with an ETA on stderr; a notebook could install another.
-
->>> with task("fit", total=3) as t:
-...     for _ in range(3):
-...         t.advance()
-"""
+"""Progress of long work, reported to whoever listens: the library draws nothing itself."""
 from __future__ import annotations
 
+# Long loops (training fits, tuning trials, evaluation methods, rank chunks, replays, calibration, imports,
+# recording) open a task() and advance it. Without a listener that costs nothing. The command line
+# installs one (reporting()) that draws bars with an ETA on stderr; a notebook could install another:
+#     with task("fit", total=3) as t:
+#         for _ in range(3):
+#             t.advance()
 import contextlib
 import threading
 from collections.abc import Iterable, Iterator

@@ -5,7 +5,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-__all__ = ["build_parser", "main"]
+__all__ = ["COMMON_OPTIONS", "build_parser", "main"]
+
+# Options every command takes (documented once, in the README and `hybridperf --help`).
+COMMON_OPTIONS = ("-h", "--help", "-v", "--verbose", "-q", "--quiet", "--wide")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -76,11 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     (one line; ``--debug`` shows the traceback), 130 interrupted (SIGINT), 143 terminated (SIGTERM).
     Temporary files of unfinished writes are removed before exiting.
     """
+    from hybridperf.cli.progress import starting
     from hybridperf.cli.render import DISPLAY
     from hybridperf.cli.runtime import run_command
 
     try:
-        args = build_parser().parse_args(argv)
+        with starting(list(sys.argv[1:] if argv is None else argv)):
+            args = build_parser().parse_args(argv)
     except SystemExit as exc:  # usage errors (exit 2, one line) and --help (exit 0)
         return exc.code if isinstance(exc.code, int) else 2
     DISPLAY.wide, DISPLAY.verbose, DISPLAY.quiet = bool(args.wide), int(args.verbose), bool(args.quiet)

@@ -57,7 +57,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     else:
         params = list(res.kernel.parameters)
         short = [c for c in [*params, "mwp_cwp_ms", "gpuperf_ms", "scaled_counts_ms", "roofline_ms", "regime",
-                             "limiter", "occupancy", "roofline_bound", "register_spill", "status"]
+                             "limiter", "status", "occupancy", "roofline_bound", "register_spill"]
                  if c in summary.columns]
         print_table(short_regimes(summary), short)
         print_note(_baseline_line(args, res.kernel.name))

@@ -1,9 +1,7 @@
-"""Output for machines: JSON on stdout, CSV on stdout, and tables written to files (``-o``, CSV or Parquet).
-
-Tables for people are drawn by :mod:`hybridperf.cli.render`.
-"""
+"""Output for machines: JSON and CSV on stdout, and tables written to files (-o, CSV or Parquet)."""
 from __future__ import annotations
 
+# Tables for people are drawn by hybridperf.cli.render.
 import json
 import math
 from collections.abc import Mapping

@@ -1,11 +1,9 @@
-"""The command line's listener for :mod:`hybridperf.progress`: rich bars with an ETA on stderr.
-
-Bars are drawn only when stderr is a terminal and neither ``--quiet`` nor ``--json``-style machine output
-was asked for; with ``-v`` each finished task also prints one line with its duration (on a terminal or not),
-so logs of batch jobs show where the time went.
-"""
+"""The command line's listener for hybridperf.progress: rich bars with an ETA on stderr."""
 from __future__ import annotations
 
+# Bars are drawn only when stderr is a terminal and --quiet was not given; with -v each finished task
+# also prints one line with its duration (on a terminal or not), so logs of batch jobs show where the
+# time went.
 import contextlib
 import sys
 import threading
@@ -16,7 +14,10 @@ from typing import Any
 from hybridperf.cli.render import DISPLAY, console
 from hybridperf.progress import reporting
 
-__all__ = ["bars_enabled", "show_progress"]
+__all__ = ["LONG_COMMANDS", "bars_enabled", "show_progress", "starting"]
+
+# Commands that can run for seconds to minutes: a spinner shows at once, until their first real task starts.
+LONG_COMMANDS = frozenset({"train", "evaluate", "rank", "suggest", "replay", "calibrate", "import", "export", "record"})
 
 
 def bars_enabled() -> bool:
@@ -27,7 +28,9 @@ def bars_enabled() -> bool:
 class _RichReporter:
     """Tasks as rich progress bars; a task without a total shows a spinner and the elapsed time."""
 
-    def __init__(self, bars: bool, log: bool) -> None:
+    def __init__(self, bars: bool, log: bool, first: str | None = None) -> None:
+        self._first = first  # the description of a spinner shown until the first real task starts
+        self._first_id: Any = None
         self._progress: Any = None
         self._log = log
         self._started: dict[Any, tuple[str, float]] = {}
@@ -52,6 +55,8 @@ class _RichReporter:
     def __enter__(self) -> _RichReporter:
         if self._progress is not None:
             self._progress.start()
+            if self._first:
+                self._first_id = self._progress.add_task(self._first, total=None)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -60,6 +65,9 @@ class _RichReporter:
 
     def start(self, description: str, total: float | None) -> Any:
         with self._lock:
+            if self._first_id is not None:
+                self._progress.remove_task(self._first_id)
+                self._first_id = None
             if self._progress is not None:
                 task_id = self._progress.add_task(description, total=total)
             else:
@@ -81,11 +89,26 @@ class _RichReporter:
 
 
 @contextlib.contextmanager
-def show_progress() -> Iterator[None]:
-    """Report the library's progress while the block runs (bars on a terminal; lines with -v)."""
+def starting(argv: list[str]) -> Iterator[None]:
+    """A spinner on a terminal while a long command's parser and libraries load (before its options are
+    known: the command is the first word that is not an option, and -q/--quiet/--json/--csv silence it)."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    quiet = any(a in ("-q", "--quiet", "--json", "--csv") for a in argv)
+    if command not in LONG_COMMANDS or quiet or not sys.stderr.isatty():
+        yield
+        return
+    with _RichReporter(bars=True, log=False, first=f"{command}: starting"):
+        yield
+
+
+@contextlib.contextmanager
+def show_progress(command: str | None = None) -> Iterator[None]:
+    """Report the library's progress while the block runs (bars on a terminal; lines with -v); a long
+    ``command`` shows a spinner from the start, until its first task."""
     bars, log = bars_enabled(), DISPLAY.verbose > 0
     if not (bars or log):
         yield
         return
-    with _RichReporter(bars, log) as reporter, reporting(reporter):
+    first = f"{command}: loading" if command in LONG_COMMANDS else None
+    with _RichReporter(bars, log, first) as reporter, reporting(reporter):
         yield

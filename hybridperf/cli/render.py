@@ -1,21 +1,20 @@
-"""Output for people: tables and key-value lists drawn with rich, fitted to the terminal's width.
-
-One place for how the command line shows things: every command (and every command added later) prints
-its tables through :func:`print_table` and its name-value lists through :func:`print_fields`. Numbers of a
-column share one format (the same significant figures, aligned decimals); a table wider than the
-terminal loses its last columns, named in a note, unless ``--wide`` asks for all of them; long text wraps.
-Machine outputs (JSON, CSV, Parquet) are in :mod:`hybridperf.cli.output`.
-"""
+"""Output for people: tables and name-value lists drawn with rich, fitted to the terminal's width."""
 from __future__ import annotations
 
+# One place for how the command line shows things: every command (and every command added later) prints
+# its tables through print_table and its name-value lists through print_fields. Every number has the
+# same significant figures (a column never mixes fixed and scientific notation); a table wider than the
+# terminal loses its last columns, named in a note, unless --wide asks for all of them; long text wraps.
+# Machine outputs (JSON, CSV, Parquet) are in hybridperf.cli.output.
 import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas loads on first use: the command line's start stays light
+    import pandas as pd
 
 __all__ = ["DISPLAY", "Display", "console", "format_column", "format_value", "print_fields", "print_note",
            "print_table"]
@@ -43,6 +42,8 @@ def console(stderr: bool = False, width: int | None = None) -> Any:
 
 
 def _missing(v: Any) -> bool:
+    import pandas as pd
+
     return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA or v is pd.NaT
 
 
@@ -165,6 +166,8 @@ def _table(frame: pd.DataFrame, columns: Sequence[str], cells: dict[str, list[st
 def _fitted(frame: pd.DataFrame, columns: list[str], title: str | None, width: int) -> tuple[Any, list[str], int]:
     """The table with as many leading columns as fit ``width`` (at least one), the names of the dropped ones,
     and the table's width."""
+    import pandas as pd
+
     cells = {c: format_column(frame[c].tolist()) for c in columns}
     numeric = {c for c in columns
                if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])}
@@ -184,6 +187,8 @@ def print_table(table: pd.DataFrame | Sequence[Mapping[str, Any]], columns: Sequ
 
     ``columns`` are in order of importance: those that do not fit are left out and named in a note.
     """
+    import pandas as pd
+
     frame = table if isinstance(table, pd.DataFrame) else pd.DataFrame(list(table))
     cols = [str(c) for c in (columns if columns is not None else frame.columns)]
     frame = frame.reset_index(drop=True)
@@ -206,6 +211,8 @@ def _print(con: Any, renderable: Any) -> None:
 
 def print_fields(rows: Sequence[Sequence[Any]], header: Sequence[str], *, title: str | None = None) -> None:
     """Print name-value rows (``gpus show``, ``predict``'s configuration): the values formatted one by one."""
+    import pandas as pd
+
     frame = pd.DataFrame([[format_value(v) if j else str(v) for j, v in enumerate(r)] for r in rows],
                          columns=list(header))
     print_table(frame, title=title)

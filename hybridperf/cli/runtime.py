@@ -116,7 +116,7 @@ def run_command(args: argparse.Namespace) -> int:
                 with write_policy(inputs, force=bool(getattr(args, "force", False))):
                     for out in outputs:
                         check_output(out)  # before any work: a refused output fails fast
-                    with show_progress():
+                    with show_progress(getattr(args, "command", None)):
                         return int(args.func(args))
             finally:
                 remove_temp_files()

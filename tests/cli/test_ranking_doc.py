@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hybridperf.cli import build_parser, main
+from hybridperf.cli import COMMON_OPTIONS, build_parser, main
 from hybridperf.datasets import load_dataset
 from hybridperf.learn.model import train_model
 from hybridperf.sweepfile import write_sweep
@@ -72,5 +72,5 @@ def test_every_option_of_suggest_and_replay_is_documented() -> None:
     for name in ("suggest", "replay"):
         for action in sub.choices[name]._actions:
             for opt in action.option_strings:
-                if opt not in ("-h", "--help"):
+                if opt not in COMMON_OPTIONS:
                     assert f"`{opt}" in text or f" {opt}" in text, f"{name} {opt} is not in docs/ranking.md"

@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 _EPILOG = """\
 examples:
-  hybridperf gpus show a100                       every value of a GPU spec and its source
-  hybridperf train titanv-seed004 -o model.json   learn from a shipped dataset
+  hybridperf gpus show a100                       # every value of a GPU spec and its source
+  hybridperf train titanv-seed004 -o model.json   # learn from a shipped dataset
   hybridperf predict -m model.json --kernel matvec --set N=1024:65536:x2 --plot curve.png
   hybridperf rank --kernel tiled-matmul --gpu gtx280 --set N=2048 --top 5
 

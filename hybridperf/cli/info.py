@@ -47,9 +47,10 @@ def _show_gpu(args: argparse.Namespace) -> int:
 
 def cmd_kernels(args: argparse.Namespace) -> int:
     from hybridperf.kernel import list_kernels
+    from hybridperf.references import cite
 
     rows = [{"name": k.name, "space": k.space_size(), "sizes": ", ".join(k.size_names),
-             "config": ", ".join(k.config_names), "description": k.description} for k in list_kernels()]
+             "config": ", ".join(k.config_names), "description": cite(k.description)} for k in list_kernels()]
     if args.json:
         dump_json(rows)
     else:

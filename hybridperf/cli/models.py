@@ -14,13 +14,13 @@ __all__ = ["add_commands"]
 
 
 _TRAIN_EXAMPLES = """examples:
-  hybridperf train titanv-seed004 -o model.json            a shipped dataset ('hybridperf datasets' lists them)
-  hybridperf train runs.parquet more-runs.csv -o model.json your own sweeps
-  hybridperf train kt-convolution -o conv.json --tune 30   tune the booster with 30 optuna trials first"""
+  hybridperf train titanv-seed004 -o model.json             # a shipped dataset ('hybridperf datasets')
+  hybridperf train runs.parquet more-runs.csv -o model.json  # your own sweeps
+  hybridperf train kt-convolution -o conv.json --tune 30    # tune the booster with 30 optuna trials first"""
 _PREDICT_EXAMPLES = """examples:
   hybridperf predict -m model.json --kernel matvec --set N=1024:65536:x2
   hybridperf predict -m model.json --kernel matvec --set N=1024:65536:x2 --plot matvec.png -o matvec.csv
-  hybridperf predict -m model.json --rows runs.csv          rows to predict; their time_ms stays the measured one"""
+  hybridperf predict -m model.json --rows runs.csv   # rows to predict; a time_ms column stays the measured one"""
 _EVALUATE_EXAMPLES = """examples:
   hybridperf evaluate titanv-seed004 --split S2
   hybridperf evaluate titanv-seed004 --split S2 --plot s2.png -o s2.csv

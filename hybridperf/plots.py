@@ -129,13 +129,14 @@ def pareto_plot(result: Any, path: str | Path) -> Path:
 def evaluation_plot(evaluation: Any, sweep: pd.DataFrame, path: str | Path) -> Path:
     """Left: predicted against measured time (log-log, y = x dashed) of each method with predictions;
     right: the absolute percentage error against the problem size (product of the size parameters)."""
-    from hybridperf.sweep import size_metric
+    from hybridperf.sweep import param_columns, size_metric, training_rows
 
     plt = _pyplot()
     preds = evaluation.predictions
     meas = preds["measured_ms"].to_numpy()
     methods = [m for m in preds.columns if m != "measured_ms" and np.isfinite(preds[m].to_numpy()).any()]
-    sizes = size_metric(sweep.loc[preds.index]) if len(preds) else np.array([])
+    rows = training_rows(sweep).reset_index(drop=True)  # the predictions' index: positions in these rows
+    sizes = size_metric(rows.loc[preds.index]) if param_columns(rows, "size.") else np.full(len(preds), np.nan)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12.0, 5.0))
     for i, m in enumerate(methods):
         p = preds[m].to_numpy()

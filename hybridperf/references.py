@@ -8,8 +8,8 @@ __all__ = ["REFERENCES", "cite"]
 # Internal name -> (short citation, full reference). The internal names survive in shipped data files
 # (spec and descriptor sources), whose bytes are hashed into trained models; people see the citation.
 REFERENCES: dict[str, tuple[str, str]] = {
-    "seed 000": ("Sim et al. (PPoPP 2012)", 'J. Sim, A. Dasgupta, H. Kim, R. Vuduc, "A Performance Analysis Framework for '
-                 'Identifying Potential Benefits in GPGPU Applications", PPoPP 2012'),
+    "seed 000": ("Sim et al. (PPoPP 2012)", 'J. Sim, A. Dasgupta, H. Kim, R. Vuduc, "A Performance Analysis Framework '
+                 'for Identifying Potential Benefits in GPGPU Applications", PPoPP 2012'),
     "seed 001": ("Zhou et al. (CGO 2021)", 'K. Zhou et al., "GPA: A GPU Performance Advisor Based on Instruction '
                  'Sampling", CGO 2021'),
     "seed 002": ("Hong & Kim (ISCA 2009)", 'S. Hong, H. Kim, "An Analytical Model for a GPU Architecture with '

@@ -35,8 +35,9 @@ def _show_gpu(args: argparse.Namespace) -> int:
         dump_json({"name": g.name, "key": g.key, "compute_capability": g.compute_capability, "aliases": list(g.aliases),
                    "path": g.path, "sha256": g.sha256, "values": [{k: clean(v) for k, v in r.items()} for r in rows]})
         return 0
-    print(f"{g.name} ({g.key}): compute capability {g.compute_capability}; aliases {', '.join(g.aliases) or '-'}")
-    print(f"file {g.path}")
+    print_note(f"{g.name} ({g.key}): compute capability {g.compute_capability}; aliases "
+               f"{', '.join(g.aliases) or '-'}")
+    print_note(f"file {g.path}")
     for section, title in (("spec", "datasheet values"), ("model", "machine parameters of the analytical models"),
                            ("limits", "per-SM limits")):
         print()

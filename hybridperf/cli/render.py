@@ -64,7 +64,8 @@ def _fixed(v: float) -> str:
     """``SIGNIFICANT`` significant figures in fixed notation (whole digits are never rounded away)."""
     if v == 0:
         return "0"
-    return f"{v:.{max(0, SIGNIFICANT - 1 - math.floor(math.log10(abs(v))))}f}"
+    rounded = float(f"{v:.{SIGNIFICANT - 1}e}")  # 99.999 -> 100.0: the decimals of the rounded value
+    return f"{rounded:.{max(0, SIGNIFICANT - 1 - math.floor(math.log10(abs(rounded))))}f}"
 
 
 def format_column(values: Sequence[Any]) -> list[str]:

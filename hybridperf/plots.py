@@ -91,21 +91,24 @@ def prediction_plot(table: pd.DataFrame, path: str | Path, *, coverage: float | 
 
 
 def pareto_plot(result: Any, path: str | Path) -> Path:
-    """Ryoo's efficiency against utilization of the kept candidates, the Pareto front joined, the picks
-    (the ranked table) numbered; with a model, a second panel shows the picks' predicted times."""
+    """Ryoo's efficiency against utilization of the kept candidates, those on the Pareto front (over these two
+    metrics and, with a model, the predicted time) and the picks (the ranked table) labelled with their ranks;
+    with a model, a second panel shows the picks' predicted times and intervals."""
     plt = _pyplot()
     cands, picks = result.candidates, result.table
     timed = "time_ms" in picks.columns and picks["time_ms"].notna().any()
     fig, axes = plt.subplots(1, 2 if timed else 1, figsize=(11.0 if timed else 6.4, 4.8), squeeze=False)
     ax = axes[0, 0]
     ax.scatter(cands["efficiency"], cands["utilization"], s=10, color="0.75", label="kept candidates")
-    front = cands[cands["on_front"]].sort_values("efficiency")
-    ax.plot(front["efficiency"], front["utilization"], "-o", ms=4, color="C0", label="Pareto front")
-    ax.scatter(picks["efficiency"], picks["utilization"], s=60, facecolors="none", edgecolors="C3", lw=1.5,
-               label="picks (rank)")
-    for _, r in picks.iterrows():
-        ax.annotate(str(int(r["rank"])), (r["efficiency"], r["utilization"]), textcoords="offset points",
-                    xytext=(5, 4), fontsize=8, color="C3")
+    front = cands[cands["on_front"]]
+    ax.scatter(front["efficiency"], front["utilization"], s=16, color="C0", label="on the Pareto front", zorder=2)
+    ax.scatter(picks["efficiency"], picks["utilization"], s=70, facecolors="none", edgecolors="C3", lw=1.5,
+               label="picks (rank)", zorder=3)
+    # Picks with the same two metrics share a point: one label lists their ranks.
+    for (eff, util), group in picks.groupby(["efficiency", "utilization"], sort=False):
+        ranks = sorted(int(r) for r in group["rank"])
+        label = ",".join(map(str, ranks)) if len(ranks) <= 3 else f"{ranks[0]}..{ranks[-1]} ({len(ranks)})"
+        ax.annotate(label, (eff, util), textcoords="offset points", xytext=(6, 5), fontsize=8, color="C3")
     ax.set_xlabel("efficiency (Ryoo et al., CGO 2008, Eq. 1)")
     ax.set_ylabel("utilization (Eq. 2)")
     ax.set_title(f"{result.kernel} on {result.gpu}: {len(cands)} kept of {result.space_size}")

@@ -110,9 +110,9 @@ def format_advice(advice: Advice) -> str:
 def _benefit_panel(ax: Any, advice: Advice, r: pd.Series) -> None:
     """One row's benefit X-Y chart on ``ax``, scaled to that row so every row is legible."""
     ax.scatter([r.t_mem_ms], [r.t_comp_ms], color="0.4", zorder=3)
-    ax.annotate("A", (r.t_mem_ms, r.t_comp_ms), textcoords="offset points", xytext=(-12, 6))
+    ax.annotate("A", (r.t_mem_ms, r.t_comp_ms), textcoords="offset points", xytext=(-16, 10))
     ax.scatter([r.t_mem_prime_ms], [r.t_comp_ms], color="k", zorder=3)
-    ax.annotate("A'", (r.t_mem_prime_ms, r.t_comp_ms), textcoords="offset points", xytext=(6, 6))
+    ax.annotate("A'", (r.t_mem_prime_ms, r.t_comp_ms), textcoords="offset points", xytext=(8, 10))
     x0, y0 = r.t_mem_prime_ms, r.t_comp_ms
     arrows = [("b_memlp", -r.b_memlp_ms, 0.0, "tab:blue"), ("b_itilp", 0.0, -r.b_itilp_ms, "tab:orange"),
               ("b_serial", 0.0, -r.b_serial_ms, "tab:green"), ("b_fp", 0.0, -r.b_fp_ms, "tab:red")]
@@ -129,7 +129,7 @@ def _benefit_panel(ax: Any, advice: Advice, r: pd.Series) -> None:
         y_cur += dy
     lim = 1.15 * max(r.t_mem_ms, r.t_comp_ms, r.t_mem_min_ms, r.t_fp_ms)
     ax.plot([0, lim], [0, lim], "--", color="0.5", lw=1)
-    ax.text(0.97 * lim, 0.03 * lim, "memory bound", color="0.4", ha="right", va="bottom", fontsize=8)
+    ax.text(0.97 * lim, 0.55 * lim, "memory bound", color="0.4", ha="right", va="center", fontsize=8)
     ax.text(0.03 * lim, 0.97 * lim, "compute bound", color="0.4", ha="left", va="top", fontsize=8)
     ax.axhline(r.t_fp_ms, color="tab:red", lw=0.8, ls=":", label=f"T_fp = {r.t_fp_ms:.3g} ms")
     ax.axvline(r.t_mem_min_ms, color="tab:blue", lw=0.8, ls=":", label=f"T_mem_min = {r.t_mem_min_ms:.3g} ms")

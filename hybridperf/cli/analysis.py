@@ -112,12 +112,13 @@ def cmd_advise(args: argparse.Namespace) -> int:
             doc = {"gpuperf": doc, "gpa": report_to_dict(report)}
         dump_json(doc)
     else:
-        print(format_advice(adv))
+        for line in format_advice(adv).split("\n"):
+            print_note(line)
         if report is not None:
             from hybridperf.advise.gpa import format_report
 
             print("\n== GPA: stall samples -> estimated speedups of code changes (Zhou et al., CGO 2021)")
-            print(format_report(report, top=args.top))
+            print_note(format_report(report, top=args.top))
     if args.chart:
         benefit_chart(adv, args.chart, row=args.row)
         print(f"wrote {args.chart}", file=sys.stderr if args.json else sys.stdout)

@@ -135,7 +135,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         dump_json({"split": ev.split, "n_train": ev.n_train, "n_test": ev.n_test, "table": records(ev.table)})
     else:
-        print(f"split {ev.split} ({SPLIT_DESCRIPTIONS[ev.split]}): {ev.n_train} training runs, {ev.n_test} test runs")
+        print_note(f"split {ev.split} ({SPLIT_DESCRIPTIONS[ev.split]}): {ev.n_train} training runs, "
+                   f"{ev.n_test} test runs")
         print_table(ev.table, [c for c in ["method", "mape", "p90_ape", "spearman", "top1", "top5", "cover90",
                                            "median_ape", "cover80", "n", "seconds"] if c in ev.table.columns])
         print_note("mape, p90_ape, median_ape: absolute percentage errors in %; top-k: best measured / best measured "

@@ -220,5 +220,13 @@ def print_fields(rows: Sequence[Sequence[Any]], header: Sequence[str], *, title:
 
 
 def print_note(text: str) -> None:
-    """A line under a table, wrapped to the terminal's width."""
-    _print(console(width=_width()), text)
+    """Text wrapped to the terminal's width; a wrapped line continues indented under its first word."""
+    import textwrap
+
+    width = _width()
+    out = []
+    for line in text.split("\n"):
+        lead = " " * (len(line) - len(line.lstrip()))
+        out.append(textwrap.fill(line, width=width, subsequent_indent=lead + "    ", break_on_hyphens=False,
+                                 break_long_words=False) if len(line) > width else line)
+    print("\n".join(out))

@@ -48,7 +48,8 @@ def dump_json(obj: Any) -> None:
 def predicted_names(table: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd.DataFrame:
     """The table with its predicted columns renamed (:data:`PREDICTED_NAMES`), and the measured columns of
     ``measured`` (rows in the same order) kept under their own names (``time_ms``, ``status``, ...)."""
-    out = table.rename(columns=PREDICTED_NAMES)
+    stale = [new for old, new in PREDICTED_NAMES.items() if old in table.columns and new in table.columns]
+    out = table.drop(columns=stale).rename(columns=PREDICTED_NAMES)  # rows read back from an -o file carry old ones
     if measured is not None:
         keep = [c for c in ("time_ms", "status", "repeats", "time_std_ms") if c in measured.columns]
         for c in keep:

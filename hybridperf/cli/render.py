@@ -192,7 +192,7 @@ def print_table(table: pd.DataFrame | Sequence[Mapping[str, Any]], columns: Sequ
 
     frame = table if isinstance(table, pd.DataFrame) else pd.DataFrame(list(table))
     cols = [str(c) for c in (columns if columns is not None else frame.columns)]
-    frame = frame.reset_index(drop=True)
+    frame = frame.loc[:, ~frame.columns.duplicated(keep="last")].reset_index(drop=True)
     width = _width()
     shown, dropped, table_width = _fitted(frame, cols, title, width)
     con = console(width=max(width, table_width) if DISPLAY.wide else width)

@@ -138,8 +138,12 @@ def cmd_suggest(args: argparse.Namespace) -> int:
           if sug.n_measured else f"{sug.n_candidates} candidates, none measured yet")
     print(f"prior: {sug.prior}")
     print(_stop_line(sug.stop))
-    show = short_regimes(predicted_names(sug.table)).rename(columns=lambda c: c.removeprefix("config."))
-    print_table(show, [c for c in show.columns if not c.startswith(("size.", "kernel", "gpu"))])
+    table = short_regimes(predicted_names(sug.table))
+    first = [c for c in table.columns if c.startswith("config.")] + [
+        c for c in ("pred_ms", "pred_lo_ms", "pred_hi_ms", "p_fail", "why") if c in table.columns]
+    rest = [c for c in table.columns if c not in first and not c.startswith(("size.", "kernel", "gpu"))]
+    show = table.rename(columns=lambda c: c.removeprefix("config."))
+    print_table(show, [c.removeprefix("config.") for c in first + rest])
     if args.output:
         print(f"wrote the batch to {args.output}", file=sys.stderr)
     return 0

@@ -85,14 +85,19 @@ def _print_terms(res: Any) -> None:
     """Every model's terms: one name-value list per model for one launch, one table per model for a grid."""
     import pandas as pd
 
+    from hybridperf.analytical.units import term_unit
+
     params = list(res.params.columns)
     for m, df in res.terms.items():
         print()
         if len(df) == 1:
-            print_fields(list(df.iloc[0].items()), ["term", "value"], title=f"[{m}]")
+            print_fields([(k, v, term_unit(m, k)) for k, v in df.iloc[0].items()], ["term", "value", "unit"],
+                         title=f"[{m}]")
         else:
-            print_table(pd.concat([res.params.reset_index(drop=True), df.reset_index(drop=True)], axis=1),
-                        [*params, *df.columns], title=f"[{m}]")
+            named = df.rename(columns=lambda c: f"{c} ({term_unit(m, c)})" if term_unit(m, c) not in ("", "-")
+                              and term_unit(m, c) not in c else c)
+            print_table(pd.concat([res.params.reset_index(drop=True), named.reset_index(drop=True)], axis=1),
+                        [*params, *named.columns], title=f"[{m}]")
 
 
 def cmd_advise(args: argparse.Namespace) -> int:

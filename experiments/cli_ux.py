@@ -105,7 +105,7 @@ def main() -> int:
         for argv in TABLES:
             argv = [a.format(model=model) for a in argv]
             width, n = _widest(argv, env)
-            lines.append(f"| `hybridperf {' '.join(argv)}` | {width} | {n} |")
+            lines.append(f"| `hybridperf {' '.join(argv).replace(tmp, 'TMP')}` | {width} | {n} |")
             print(lines[-1], flush=True)
         width, n = _widest(["gpus", "--wide"], env)
         lines += ["", f"`hybridperf gpus --wide` (every column): widest line {width}.", "",

@@ -23,6 +23,7 @@ from hybridperf.learn.estimator import HybridRegressor, default_booster
 from hybridperf.learn.features import FEATURE_VERSION, SweepFeatures, analytical_features
 from hybridperf.learn.intervals import ConformalIntervals
 from hybridperf.learn.uncertainty import fit_intervals
+from hybridperf.progress import task
 from hybridperf.rowcheck import RowCheck, drop_bad_rows, drop_rows
 from hybridperf.sweep import param_columns, size_metric, training_rows
 
@@ -209,7 +210,8 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     """
     rows = drop_bad_rows(training_rows(sweep), kernels, strict=strict, what="training runs")
     kernels = resolve_kernels(rows["kernel"].astype(str).unique(), kernels)
-    feats = analytical_features(rows, kernels=kernels)
+    with task(f"train: analytical features of {len(rows)} runs"):
+        feats = analytical_features(rows, kernels=kernels)
     feasible = feats["feasible"].to_numpy() > 0
     if not feasible.all():
         reason = "measured ok but infeasible for the descriptor and GPU spec (see 'hybridperf analyze')"
@@ -235,7 +237,8 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     if params:
         reg.set_params(**params)
     pipe.set_params(hybrid__regressor=reg)
-    fitted = fit_model(pipe, rows, y, features=feats, groups=groups, random_state=random_state, kernels=kernels)
+    with task("train: fit the model and its intervals"):
+        fitted = fit_model(pipe, rows, y, features=feats, groups=groups, random_state=random_state, kernels=kernels)
     log_err = np.log(fitted.estimator.predict(fitted.features.transform(rows, features=feats))) - np.log(y)
     meta = _metadata(rows, len(sweep), reg, tuning, log_err, provenance, fitted.descriptors)
     return dataclasses.replace(fitted, metadata=meta)

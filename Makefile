@@ -30,7 +30,7 @@ demo: install
 	@echo "== 5. size extrapolation (S2): every analytical model, boosting and the hybrid side by side"
 	$(BIN)/hybridperf evaluate titanv-seed004 --split S2
 	@echo "== 6. the shipped default model (cuBLAS GEMM on five GPUs): a GEMM shape never measured"
-	$(BIN)/hybridperf predict -m models/default.json --kernel neusight-gemm --gpu t4 --set B=1 --set M=2048 --set N=2048 --set K=2048 --set TILE_M=128 --set TILE_N=64 --set THREADS=128
+	$(BIN)/hybridperf predict -m models/default.json --kernel neusight-gemm --gpu t4 --set B=1 --set M=2048 --set N=2048 --set K=2048 --set TILE_M=128 --set TILE_N=64 --set THREADS=128 --set SLICED=1 --set SPLITK=1 --set LINEAR=0
 	@echo "== 7. what limits a kernel and what to try (GPUPerf benefit metrics; chart in build/demo)"
 	$(BIN)/hybridperf advise --gpu a100 --kernel matvec --set N=1024,16384 --chart build/demo/benefits.png
 

@@ -23,7 +23,7 @@ _LAZY = {
     "list_gpus": "hybridperf.hardware",
     "load_gpu": "hybridperf.hardware",
     "KernelDescriptor": "hybridperf.kernel",
-    "KernelProfile": "hybridperf.kernel",
+    "KernelProfile": "hybridperf.profile",
     "list_kernels": "hybridperf.kernel",
     "load_kernel": "hybridperf.kernel",
     "read_sweep": "hybridperf.sweepfile",

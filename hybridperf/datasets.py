@@ -1,6 +1,7 @@
 """The real recorded sweeps shipped in datasets/: discovery, loading and a summary table."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Sequence
@@ -10,13 +11,13 @@ from typing import Any
 
 import pandas as pd
 
-from hybridperf.errors import SweepError
+from hybridperf.errors import HybridperfError, SweepError
 from hybridperf.files import file_sha256
 from hybridperf.sweep import known_names, noise_floor, summarize_sweep
 from hybridperf.sweepfile import read_provenance, read_sweep
 
 __all__ = ["DATA_FILE_NAMES", "DatasetInfo", "datasets_dir", "describe_datasets", "list_datasets", "load_dataset",
-           "load_sources"]
+           "load_sources", "select_runs"]
 
 # Data file names looked for in a dataset folder, in order; else the folder's only .parquet/.csv.
 DATA_FILE_NAMES = ("sweep.parquet", "sweep.csv", "sweep.csv.gz")
@@ -122,16 +123,17 @@ def load_dataset(name: str, *, root: str | Path | None = None) -> pd.DataFrame:
     return read_sweep(info.data_path, known_kernels=kernels or None, known_gpus=gpus or None)
 
 
-def load_sources(sources: Sequence[str | Path], *,
-                 root: str | Path | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
+def load_sources(sources: Sequence[str | Path], *, root: str | Path | None = None,
+                 check_names: bool = True) -> tuple[pd.DataFrame, dict[str, str]]:
     """Sweeps named by file path or shipped dataset name, concatenated, and the sha256 of each source
-    (keys: the path, or ``dataset:NAME``) for a model's provenance."""
+    (keys: the path, or ``dataset:NAME``) for a model's provenance. ``check_names=False`` reads files
+    whose kernels have no descriptor yet (e.g. to write one from them)."""
     from hybridperf.progress import track
 
     frames, hashes = [], {}
     for src in track(list(sources), "load " + ", ".join(Path(str(s)).name for s in sources)[:60]):
         if Path(src).is_file():
-            frames.append(read_sweep(src))
+            frames.append(read_sweep(src, check_names=check_names))
             hashes[str(src)] = file_sha256(src)
             continue
         known = {d.name: d for d in list_datasets(root)}
@@ -143,6 +145,32 @@ def load_sources(sources: Sequence[str | Path], *,
     if not frames:
         raise SweepError("give at least one sweep file or dataset name (see 'hybridperf datasets')")
     return pd.concat(frames, ignore_index=True), hashes
+
+
+def select_runs(data: pd.DataFrame, *, kernels: Sequence[str] | None = None,
+                gpus: Sequence[str] | None = None) -> pd.DataFrame:
+    """The rows of ``data`` of the given kernels (names, aliases or descriptor files) and GPUs (names, aliases
+    or spec files); a SweepError naming what the data holds when a filter matches no row."""
+    from hybridperf.hardware import load_gpu, normalize_name
+    from hybridperf.kernel import load_kernel
+
+    out = data
+    for values, col, what in ((kernels, "kernel", "kernel"), (gpus, "gpu", "GPU")):
+        if not values:
+            continue
+        have = sorted(map(str, out[col].unique()))
+        wanted = set()
+        for v in values:
+            wanted.add(str(v))
+            with contextlib.suppress(HybridperfError):
+                wanted.add(load_kernel(v).name if col == "kernel" else load_gpu(v).key)
+            if col == "gpu":  # GPUs without a spec: their stem, however the name is written
+                wanted |= {h for h in have if normalize_name(h) == normalize_name(str(v))}
+        out = out[out[col].astype(str).isin(wanted)]
+        if out.empty:
+            raise SweepError(f"no runs of {what} {', '.join(map(str, values))} in the data; it holds "
+                             f"{', '.join(have[:8])}{', ...' if len(have) > 8 else ''}")
+    return out
 
 
 def _ranges(ranges: dict[str, tuple[float, float, int]]) -> str:

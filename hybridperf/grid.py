@@ -10,7 +10,7 @@ import pandas as pd
 
 from hybridperf.errors import HybridperfError, LimitError
 from hybridperf.hardware import GPUSpec, load_gpu
-from hybridperf.kernel import KernelDescriptor, load_kernel
+from hybridperf.kernel import KernelDescriptor, kernel_key, load_kernel
 from hybridperf.limits import MAX_GRID_ROWS
 from hybridperf.sweep import launch_rows
 
@@ -142,7 +142,7 @@ def grid_rows(kernel: str | KernelDescriptor, gpu: str | GPUSpec,
     """Sweep rows (kernel, gpu, size.*, config.*) for the Cartesian product of parameter values, e.g.
     the rows ``hybridperf predict --set ...`` predicts; unset parameters keep the descriptor defaults."""
     desc, spec = load_kernel(kernel), load_gpu(gpu)
-    return launch_rows(desc.key, spec.key, parameter_grid(values), desc.size_names, desc.config_names)
+    return launch_rows(kernel_key(desc), spec.key, parameter_grid(values), desc.size_names, desc.config_names)
 
 
 def single_values(values: Mapping[str, Sequence[float]], flag: str = "--set") -> dict[str, float]:
@@ -155,13 +155,15 @@ def single_values(values: Mapping[str, Sequence[float]], flag: str = "--set") ->
     return out
 
 
-def defaulted_parameters(rows: pd.DataFrame) -> dict[str, float]:
+def defaulted_parameters(rows: pd.DataFrame,
+                         known: Mapping[str, KernelDescriptor] | None = None) -> dict[str, float]:
     """The descriptor defaults that rows of one kernel rely on: ``{"config.BLOCK": 256.0}`` for each size or
-    config parameter the rows have no value for (empty where the rows name several kernels)."""
+    config parameter the rows have no value for (empty where the rows name several kernels). ``known``:
+    descriptors by name to use before the lookup (e.g. a model's copies)."""
     kernels = rows["kernel"].unique() if "kernel" in rows.columns else []
     if len(kernels) != 1:
         return {}
-    desc = load_kernel(str(kernels[0]))
+    desc = load_kernel(str(kernels[0]), known=known)
     out: dict[str, float] = {}
     for name, p in desc.parameters.items():
         col = ("size." if name in desc.size_names else "config.") + name

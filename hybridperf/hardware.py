@@ -4,21 +4,27 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import os
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from hybridperf.errors import SpecError, UnknownGPUError
+from hybridperf.errors import HybridperfError, SpecError, UnknownGPUError
 from hybridperf.tomlfile import load_folder, read_document
+from hybridperf.userconfig import config_gpu_path
 
 __all__ = [
+    "GPU_PATH_ENV",
     "MODEL_KEYS",
     "SPEC_KEYS",
     "CCLimits",
     "GPUSpec",
     "describe_gpu",
+    "device_table",
     "gpu_names",
+    "gpu_search_path",
     "list_gpus",
     "load_cc_limits",
     "load_gpu",
@@ -26,6 +32,8 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+# Folders or spec files searched for GPU names before the shipped specs, separated like PATH.
+GPU_PATH_ENV = "HYBRIDPERF_GPU_PATH"
 # Largest value a spec field may hold: far above any real GPU (bandwidths ~1e4 GB/s, clocks ~1e3 MHz,
 # peak rates ~1e6 GFLOP/s); it keeps sums and products of spec values finite.
 MAX_SPEC_VALUE = 1e12
@@ -154,12 +162,18 @@ class GPUSpec:
 
     @property
     def key(self) -> str:
-        """The name sweep rows carry for this GPU: the shipped spec's file stem, else the spec file's
-        path (a user's own spec), else its name (a spec built in memory)."""
+        """The name sweep rows carry for this GPU: the spec file's stem where that name finds this same
+        spec (shipped, or on the GPU search path), else the file's path, else its name (built in memory)."""
         if not self.path:
             return self.name
         path = Path(self.path)
-        return path.stem if path.resolve().parent == _SHIPPED_DIR.resolve() else str(self.path)
+        if path.resolve().parent == _SHIPPED_DIR.resolve():
+            return path.stem
+        try:
+            found = load_gpu(path.stem)
+        except HybridperfError:
+            return str(self.path)
+        return path.stem if found.sha256 == self.sha256 else str(self.path)
 
     def replace(self, **changes: Any) -> GPUSpec:
         """Return a copy with some machine parameters changed (e.g. after calibration)."""
@@ -270,13 +284,50 @@ def _shipped() -> tuple[GPUSpec, ...]:
 
 
 def _names(spec: GPUSpec) -> set[str]:
-    """Every normalised name a shipped spec answers to: its name, file stem and aliases."""
-    return {normalize_name(spec.name), normalize_name(Path(spec.path).stem), *(normalize_name(a) for a in spec.aliases)}
+    """Every normalised name a spec answers to: its name (with and without the vendor), file stem and aliases."""
+    bare = re.sub(r"^(nvidia|amd)\s+", "", spec.name, flags=re.IGNORECASE)
+    return {normalize_name(spec.name), normalize_name(bare), normalize_name(Path(spec.path).stem),
+            *(normalize_name(a) for a in spec.aliases)}
 
 
 def normalize_name(name: str) -> str:
     """How GPU names are compared: lower-case letters and digits only ('RTX 2080-Ti' -> 'rtx2080ti')."""
     return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+@functools.cache
+def device_table() -> dict[str, dict[str, str]]:
+    """The device-name table (data/device_names.toml) by normalised name: ``gpu`` (a spec stem) or ``refuse``
+    (the reason and fix) and ``stem``, ``printed_by``, ``source`` (where the name was seen printed)."""
+    path = Path(str(resources.files("hybridperf") / "data" / "device_names.toml"))
+    _, doc = read_document(path, SpecError, "device-name table", FORMAT_VERSION, {"format_version", "device"})
+    out: dict[str, dict[str, str]] = {}
+    for i, entry in enumerate(doc.get("device", [])):
+        name, gpu, refuse = entry.get("name"), entry.get("gpu"), entry.get("refuse")
+        if not isinstance(name, str) or (gpu is None) == (refuse is None) or not entry.get("source"):
+            raise SpecError(f"{path}: device {i} needs a name, a source and one of gpu or refuse")
+        out[normalize_name(name)] = {k: v for k, v in entry.items() if isinstance(v, str)}
+    return out
+
+
+def gpu_search_path() -> list[Path]:
+    """Where GPU names are looked up before the shipped specs: ``$HYBRIDPERF_GPU_PATH`` (separated by
+    ``os.pathsep``), then the configuration file's ``gpu_path``; each entry a folder of spec files or one."""
+    env = [Path(e).expanduser() for e in os.environ.get(GPU_PATH_ENV, "").split(os.pathsep) if e.strip()]
+    return env + config_gpu_path()
+
+
+def _user_specs() -> list[GPUSpec]:
+    out: list[GPUSpec] = []
+    for entry in gpu_search_path():
+        if entry.is_dir():
+            out.extend(load_folder(entry, _parse_gpu, _names, SpecError))
+        elif entry.is_file():
+            out.append(_parse_gpu(entry))
+        else:
+            raise UnknownGPUError(f"GPU search path entry {str(entry)!r} (from ${GPU_PATH_ENV} or the configuration "
+                                  "file's gpu_path) does not exist; fix or remove it")
+    return out
 
 
 def list_gpus() -> list[GPUSpec]:
@@ -285,8 +336,8 @@ def list_gpus() -> list[GPUSpec]:
 
 
 def gpu_names() -> list[str]:
-    """Short names (file stems) of the shipped GPU specs."""
-    return [s.key for s in _shipped()]
+    """Short names (file stems) of the GPU specs on the search path and the shipped ones."""
+    return [*(Path(s.path).stem for s in _user_specs()), *(s.key for s in _shipped())]
 
 
 def load_gpu(name_or_path: str | Path) -> GPUSpec:
@@ -308,11 +359,17 @@ def load_gpu(name_or_path: str | Path) -> GPUSpec:
             raise UnknownGPUError(f"GPU spec file {text!r} does not exist; check the path")
         return _parse_gpu(p)
     key = normalize_name(text)
-    for s in _shipped():
+    for s in [*_user_specs(), *_shipped()]:
         if key in _names(s):
             return s
+    entry = device_table().get(key)  # a device name as a tool prints it (nvidia-smi, CUDA, OpenCL, data sets)
+    if entry is not None and "gpu" in entry:
+        return load_gpu(entry["gpu"])
+    if entry is not None:
+        raise UnknownGPUError(f"device {text!r}: {entry['refuse']}")
     raise UnknownGPUError(
-        f"unknown GPU {text!r}; run 'hybridperf gpus' for the shipped names or pass a spec file path"
+        f"unknown GPU {text!r}; run 'hybridperf gpus' for the shipped names, pass a spec file path, or put "
+        f"your spec's folder on ${GPU_PATH_ENV}"
     )
 
 

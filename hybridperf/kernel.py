@@ -1,340 +1,105 @@
-"""Kernel descriptors: sizes, config space and count formulas, loaded from TOML by name or path."""
+"""Finding kernel descriptors by name or path: registered ones, the user's search path, then the shipped ones."""
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import functools
 import hashlib
-import itertools
-import math
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+import os
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-import pandas as pd
-
-from hybridperf.arrays import FloatArray
-from hybridperf.errors import DescriptorError, UnknownKernelError
-from hybridperf.formula import Formula, compile_formula
-from hybridperf.limits import MAX_SPACE_ROWS
-from hybridperf.profile import (
-    LAUNCH_KEYS,
-    OPTIONAL_COUNTS,
-    PROFILE_FIELDS,
-    REQUIRED_COUNTS,
-    KernelProfile,
-    default_formula,
-)
-from hybridperf.tomlfile import load_folder, read_document
+from hybridperf.descriptor import KernelDescriptor, Param
+from hybridperf.descriptor_file import parse_kernel_file, parse_kernel_text, read_toml_bytes
+from hybridperf.errors import DescriptorError, HybridperfError, UnknownKernelError
+from hybridperf.registry import REGISTERED, registration_scope
+from hybridperf.tomlfile import load_folder
+from hybridperf.userconfig import config_kernel_path
 
 __all__ = [
+    "KERNEL_PATH_ENV",
     "KernelDescriptor",
     "Param",
+    "available_kernels",
+    "family_kernel",
+    "kernel_key",
     "kernel_names",
+    "kernel_search_path",
     "list_kernels",
     "load_kernel",
+    "parse_kernel_text",
+    "register_kernel",
+    "registered_kernel",
+    "registration_scope",
+    "resolve_kernels",
+    "unregister_kernel",
 ]
 
-FORMAT_VERSION = 1
-
-@dataclass(frozen=True, slots=True)
-class Param:
-    """A size or config parameter: default, allowed values (config) and bounds."""
-
-    name: str
-    default: float | None = None
-    values: tuple[float, ...] | None = None
-    min: float | None = None
-    max: float | None = None
-    description: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class KernelDescriptor:
-    """A kernel's parameters, config space and count formulas (docs/kernel-descriptor-format.md)."""
-
-    name: str
-    sizes: tuple[Param, ...]
-    config: tuple[Param, ...]
-    launch: Mapping[str, Formula]
-    counts: Mapping[str, Formula]
-    constraints: tuple[Formula, ...] = ()
-    aliases: tuple[str, ...] = ()
-    matches: tuple[str, ...] = ()
-    description: str = ""
-    source: str = ""
-    path: str = ""
-    sha256: str = field(default="", compare=False)
-
-    @property
-    def key(self) -> str:
-        """The name sweep rows carry for this kernel: a shipped descriptor's name, else the descriptor
-        file's path (a user's own descriptor), else its name."""
-        if not self.path:
-            return self.name
-        path = Path(self.path)
-        return self.name if path.resolve().parent == _SHIPPED_DIR.resolve() else str(self.path)
-
-    @property
-    def size_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.sizes)
-
-    @property
-    def config_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.config)
-
-    @property
-    def parameters(self) -> dict[str, Param]:
-        return {p.name: p for p in self.sizes + self.config}
-
-    def resolve(self, values: Mapping[str, Any]) -> dict[str, FloatArray]:
-        """Fill defaults and check names, bounds and allowed values; returns float arrays."""
-        params = self.parameters
-        unknown = [k for k in values if k not in params]
-        if unknown:
-            raise DescriptorError(
-                f"{self.name}: unknown parameter {unknown[0]!r}; this kernel takes "
-                f"{', '.join(params) or 'no parameters'}"
-            )
-        out: dict[str, FloatArray] = {}
-        for name, p in params.items():
-            if name in values:
-                arr = np.asarray(values[name], dtype=np.float64)
-            elif p.default is not None:
-                arr = np.asarray(p.default, dtype=np.float64)
-            else:
-                raise DescriptorError(f"{self.name}: parameter {name} has no default; set it (e.g. --set {name}=...)")
-            if not np.all(np.isfinite(arr)):
-                raise DescriptorError(f"{self.name}: parameter {name} must be a finite number")
-            if p.min is not None and np.any(arr < p.min):
-                raise DescriptorError(f"{self.name}: {name} must be >= {p.min:g}, got {np.min(arr):g}")
-            if p.max is not None and np.any(arr > p.max):
-                raise DescriptorError(f"{self.name}: {name} must be <= {p.max:g}, got {np.max(arr):g}")
-            if p.values is not None:
-                bad = ~np.isin(arr, p.values)
-                if np.any(bad):
-                    raise DescriptorError(
-                        f"{self.name}: {name}={np.atleast_1d(arr)[np.atleast_1d(bad)][0]:g} is not an "
-                        f"allowed value; allowed: {', '.join(f'{v:g}' for v in p.values)}"
-                    )
-            out[name] = arr
-        return out
-
-    def constraint_mask(self, values: Mapping[str, Any]) -> tuple[npt.NDArray[np.bool_], list[str]]:
-        """Which rows satisfy every ``[space] constraints`` formula, and, per row, the first one broken."""
-        env = self.resolve(values)
-        shape = np.broadcast_shapes(*(a.shape for a in env.values())) if env else ()
-        ok = np.ones(shape or (1,), dtype=bool)
-        reasons = np.full(ok.shape, "", dtype=object)
-        for c in self.constraints:
-            sat = np.broadcast_to(c(env) != 0, ok.shape)
-            reasons[ok & ~sat] = f"constraint {c.text!r} violated"
-            ok &= sat
-        return ok, list(reasons)
-
-    def profile(self, values: Mapping[str, Any]) -> KernelProfile:
-        """Evaluate launch and count formulas for scalar or array parameter values."""
-        env: dict[str, Any] = dict(self.resolve(values))
-        for key in LAUNCH_KEYS + REQUIRED_COUNTS:
-            env[key] = self._formula(key)(env)
-        for key, default in OPTIONAL_COUNTS.items():
-            f = self.counts.get(key) or default_formula(key, default)
-            env[key] = f(env)
-        profile_values = {k: env[k] for k in PROFILE_FIELDS}
-        bad = [k for k, v in profile_values.items() if not np.all(np.isfinite(v))]
-        if bad:
-            raise DescriptorError(f"{self.path or self.name}: {bad[0]} is not finite for some rows (division by zero?)")
-        negative = [k for k, v in profile_values.items() if np.any(np.asarray(v) < 0)]
-        if negative:
-            raise DescriptorError(self._negative_message(negative[0], env))
-        return KernelProfile.from_values(**profile_values)
-
-    def _negative_message(self, key: str, env: Mapping[str, Any]) -> str:
-        """Name the field, its value and the parameters of the first row where a formula gives a negative value."""
-        arrays = np.broadcast_arrays(*(np.atleast_1d(np.asarray(env[k], dtype=np.float64))
-                                       for k in (key, *self.parameters)))
-        i = int(np.flatnonzero(arrays[0] < 0)[0])
-        at = ", ".join(f"{name}={a[i]:g}" for name, a in zip(self.parameters, arrays[1:]))
-        section = "launch" if key in LAUNCH_KEYS else "counts"
-        return (f"{self.path or self.name}: [{section}].{key} is negative ({arrays[0][i]:g}) at "
-                f"{at or 'the defaults'}; counts, sizes and launch values must be >= 0: fix the formula or the "
-                "parameter bounds")
-
-    def _formula(self, key: str) -> Formula:
-        return self.launch[key] if key in self.launch else self.counts[key]
-
-    def space_size(self) -> int:
-        """Number of configurations in the Cartesian product of allowed config values."""
-        return math.prod(len(p.values) for p in self.config if p.values is not None)
-
-    def config_space(self, chunk_rows: int = 1_000_000) -> Iterator[pd.DataFrame]:
-        """Yield the Cartesian product of config values in chunks (constraints not applied)."""
-        free = [p.name for p in self.config if p.values is None]
-        if free:
-            raise DescriptorError(
-                f"{self.name}: config parameter(s) {', '.join(free)} have no 'values' list, so the space "
-                "cannot be enumerated; add values = [...] or pass --space NAME=v1,v2"
-            )
-        names = list(self.config_names)
-        product = itertools.product(*(p.values for p in self.config))  # type: ignore[misc]
-        while True:
-            block = list(itertools.islice(product, chunk_rows))
-            if not block:
-                return
-            yield pd.DataFrame(np.asarray(block, dtype=np.float64).reshape(len(block), len(names)), columns=names)
-
-    def with_space(self, overrides: Mapping[str, tuple[float, ...]]) -> KernelDescriptor:
-        """A copy whose config parameters take the given allowed values (``--space``)."""
-        params = {p.name: p for p in self.config}
-        for name in overrides:
-            if name not in params:
-                raise DescriptorError(f"{self.name}: --space names unknown config parameter {name!r}")
-        config = tuple(dataclasses.replace(p, values=tuple(overrides[p.name])) if p.name in overrides else p
-                       for p in self.config)
-        return _check_space(dataclasses.replace(self, config=config), "with --space")
-
-
-# ---------------------------------------------------------------------------------------------
-# Loading
-
-_TOP_KEYS = {"format_version", "name", "aliases", "matches", "description", "source", "sizes", "config", "space",
-             "launch", "counts", "notes"}
-_PARAM_KEYS = {"default", "values", "min", "max", "description"}
-
-
-def _num(path: Path, where: str, v: Any) -> float:
-    if isinstance(v, bool):
-        return float(v)
-    try:
-        ok = isinstance(v, (int, float)) and math.isfinite(float(v))
-    except OverflowError:
-        ok = False
-    if not ok:
-        raise DescriptorError(f"{path}: {where} must be a finite number, got {str(v)[:30]}")
-    return float(v)
-
-
-def _params(path: Path, doc: dict[str, Any], section: str) -> tuple[Param, ...]:
-    table = doc.get(section, {})
-    if not isinstance(table, dict):
-        raise DescriptorError(f"{path}: [{section}] must be a table of parameters")
-    out = []
-    for name, spec in table.items():
-        if not name.isidentifier():
-            raise DescriptorError(f"{path}: [{section}] parameter name {name!r} must be an identifier")
-        if not isinstance(spec, dict):
-            raise DescriptorError(f"{path}: [{section}].{name} must be a table like {{ default = 1 }}")
-        unknown = set(spec) - _PARAM_KEYS
-        if unknown:
-            raise DescriptorError(f"{path}: [{section}].{name} has unknown key {sorted(unknown)[0]!r}; "
-                                  f"allowed: {', '.join(sorted(_PARAM_KEYS))}")
-        values = spec.get("values")
-        if values is not None:
-            if not isinstance(values, list) or not values:
-                raise DescriptorError(f"{path}: [{section}].{name}.values must be a non-empty list")
-            values = tuple(_num(path, f"[{section}].{name}.values", v) for v in values)
-        default = spec.get("default")
-        default = None if default is None else _num(path, f"[{section}].{name}.default", default)
-        if values is not None and default is not None and default not in values:
-            raise DescriptorError(f"{path}: [{section}].{name}.default {default:g} is not among its values")
-        out.append(Param(
-            name=name, default=default, values=values,
-            min=None if spec.get("min") is None else _num(path, f"[{section}].{name}.min", spec["min"]),
-            max=None if spec.get("max") is None else _num(path, f"[{section}].{name}.max", spec["max"]),
-            description=str(spec.get("description", "")),
-        ))
-    return tuple(out)
-
-
-def _formulas(path: Path, doc: dict[str, Any], allowed: set[str]) -> tuple[dict[str, Formula], dict[str, Formula]]:
-    """The [launch] and [counts] formulas; later formulas may use earlier results (launch first, then
-    the required, then the optional counts)."""
-    launch_t, counts_t = doc.get("launch", {}), doc.get("counts", {})
-    for section, table, keys in (("launch", launch_t, LAUNCH_KEYS),
-                                 ("counts", counts_t, REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS))):
-        if not isinstance(table, dict):
-            raise DescriptorError(f"{path}: [{section}] must be a table of formulas")
-        bad = set(table) - set(keys)
-        if bad:
-            raise DescriptorError(f"{path}: [{section}] has unknown formula name {sorted(bad)[0]!r}; "
-                                  f"allowed: {', '.join(keys)}")
-    missing = [f"launch.{k}" for k in LAUNCH_KEYS if k not in launch_t]
-    missing += [f"counts.{k}" for k in REQUIRED_COUNTS if k not in counts_t]
-    if missing:
-        raise DescriptorError(f"{path}: missing formula {missing[0]}; see docs/kernel-descriptor-format.md")
-    launch = {k: compile_formula(launch_t[k], where=f"{path} [launch].{k}", allowed=allowed) for k in LAUNCH_KEYS}
-    allowed = allowed | set(LAUNCH_KEYS) | set(REQUIRED_COUNTS)
-    counts: dict[str, Formula] = {}
-    for k in REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS):
-        if k in counts_t:
-            counts[k] = compile_formula(counts_t[k], where=f"{path} [counts].{k}", allowed=allowed)
-        allowed.add(k)
-    return launch, counts
-
-
-def _constraints(path: Path, doc: dict[str, Any], allowed: set[str]) -> tuple[Formula, ...]:
-    space = doc.get("space", {})
-    if not isinstance(space, dict) or set(space) - {"constraints"}:
-        raise DescriptorError(f"{path}: [space] takes only constraints = [\"...\"]")
-    cons = space.get("constraints", [])
-    if not isinstance(cons, list):
-        raise DescriptorError(f"{path}: [space].constraints must be a list of formula strings")
-    return tuple(compile_formula(c, where=f"{path} [space].constraints[{i}]", allowed=allowed)
-                 for i, c in enumerate(cons))
-
-
-def _check_space(desc: KernelDescriptor, where: str) -> KernelDescriptor:
-    """Refuse a configuration space larger than MAX_SPACE_ROWS (counted, not built): ranking streams it in
-    chunks, but at about 300,000 configurations a second per core a larger one would not finish."""
-    n = desc.space_size()
-    if n > MAX_SPACE_ROWS:
-        raise DescriptorError(f"{desc.path or desc.name}: the configuration space {where} has {n:.3g} configurations, "
-                              f"over the limit of {MAX_SPACE_ROWS:.3g}; give fewer config values")
-    return desc
-
-
-def _strings(path: Path, doc: dict[str, Any], key: str, what: str) -> tuple[str, ...]:
-    items = doc.get(key, [])
-    if not isinstance(items, list) or not all(isinstance(a, str) and a for a in items):
-        raise DescriptorError(f"{path}: {key} must be a list of {what}")
-    return tuple(items)
-
-
-def _parse_kernel(path: Path) -> KernelDescriptor:
-    raw, doc = read_document(path, DescriptorError, "descriptor", FORMAT_VERSION, _TOP_KEYS)
-    name = doc.get("name")
-    if not isinstance(name, str) or not name:
-        raise DescriptorError(f"{path}: missing name; add name = \"...\"")
-    sizes, config = _params(path, doc, "sizes"), _params(path, doc, "config")
-    dup = set(p.name for p in sizes) & set(p.name for p in config)
-    if dup:
-        raise DescriptorError(f"{path}: parameter {sorted(dup)[0]!r} is both a size and a config parameter")
-    params = {p.name for p in sizes + config}
-    launch, counts = _formulas(path, doc, params)
-    return _check_space(KernelDescriptor(
-        name=name, sizes=sizes, config=config, launch=launch, counts=counts,
-        constraints=_constraints(path, doc, params), aliases=_strings(path, doc, "aliases", "names"),
-        matches=_strings(path, doc, "matches", "glob patterns such as \"aiwc-*\""),
-        description=str(doc.get("description", "")),
-        source=str(doc.get("source", "")), path=str(path), sha256=hashlib.sha256(raw).hexdigest(),
-    ), "of [config]")
-
-
+# Folders or descriptor files searched for kernel names, separated like PATH (':' on Unix).
+KERNEL_PATH_ENV = "HYBRIDPERF_KERNEL_PATH"
 _SHIPPED_DIR = Path(str(resources.files("hybridperf") / "kernels"))
+# Descriptors registered in this process (register_kernel; the command line's --kernel PATH), by name.
+_REGISTERED: dict[str, KernelDescriptor] = REGISTERED
 
 
 @functools.cache
 def _shipped() -> tuple[KernelDescriptor, ...]:
-    return load_folder(_SHIPPED_DIR, _parse_kernel, _names, DescriptorError)
+    return load_folder(_SHIPPED_DIR, parse_kernel_file, _names, DescriptorError)
 
 
 def _names(kernel: KernelDescriptor) -> set[str]:
-    """Every name a shipped descriptor answers to: its name, file stem and aliases."""
-    return {kernel.name, Path(kernel.path).stem, *kernel.aliases}
+    """Every name a descriptor answers to: its name, file stem and aliases."""
+    return {kernel.name, *([Path(kernel.path).stem] if kernel.path else []), *kernel.aliases}
+
+
+_PARSED: dict[tuple[str, str], KernelDescriptor] = {}  # (path, sha256 of its bytes) -> descriptor
+_MAX_PARSED = 256
+
+
+def _parse(path: str | Path) -> KernelDescriptor:
+    """A descriptor file, parsed once per content (formulas compile once; an edited file is read anew)."""
+    raw = read_toml_bytes(path)
+    key = (str(path), hashlib.sha256(raw).hexdigest())
+    if key not in _PARSED:
+        if len(_PARSED) >= _MAX_PARSED:
+            _PARSED.clear()
+        _PARSED[key] = parse_kernel_file(path, raw)
+    return _PARSED[key]
+
+
+def kernel_search_path() -> list[Path]:
+    """Where kernel names are looked up before the shipped descriptors: the entries of
+    ``$HYBRIDPERF_KERNEL_PATH`` (separated by ``os.pathsep``), then the configuration file's ``kernel_path``
+    (:mod:`hybridperf.userconfig`). Each entry is a folder of ``*.toml`` descriptors or one descriptor file."""
+    env = [Path(e).expanduser() for e in os.environ.get(KERNEL_PATH_ENV, "").split(os.pathsep) if e.strip()]
+    return env + config_kernel_path()
+
+
+def _search_path_kernels() -> list[KernelDescriptor]:
+    out: list[KernelDescriptor] = []
+    for entry in kernel_search_path():
+        if entry.is_dir():
+            out.extend(load_folder(entry, _parse, _names, DescriptorError))
+        elif entry.is_file():
+            out.append(_parse(entry))
+        else:
+            raise UnknownKernelError(f"kernel search path entry {str(entry)!r} (from ${KERNEL_PATH_ENV} or the "
+                                     "configuration file's kernel_path) does not exist; fix or remove it")
+    return out
+
+
+def available_kernels() -> list[tuple[str, KernelDescriptor]]:
+    """Every descriptor a name can reach, in lookup order, with where it comes from (``registered``,
+    ``search path``, ``shipped``); a name taken by an earlier one hides later ones of that name."""
+    tiers = [("registered", list(reversed(_REGISTERED.values()))), ("search path", _search_path_kernels()),
+             ("shipped", list(_shipped()))]
+    out, seen = [], set()
+    for origin, kernels in tiers:
+        for k in kernels:
+            if k.name not in seen:
+                seen.add(k.name)
+                out.append((origin, k))
+    return out
 
 
 def list_kernels() -> list[KernelDescriptor]:
@@ -343,26 +108,87 @@ def list_kernels() -> list[KernelDescriptor]:
 
 
 def kernel_names() -> list[str]:
-    """Names of the shipped kernel descriptors."""
-    return [k.name for k in _shipped()]
+    """Names of the descriptors a name can reach: registered, on the search path, shipped."""
+    return [k.name for _, k in available_kernels()]
 
 
-def load_kernel(name_or_path: str | Path | KernelDescriptor) -> KernelDescriptor:
-    """Load a descriptor by shipped name/alias or by TOML path."""
+def family_kernel(name: str) -> KernelDescriptor | None:
+    """The family descriptor (``matches`` globs) a kernel name belongs to, if it is no descriptor's own name
+    or alias: such names are kernels in their own right that share one descriptor (e.g. ``aiwc-*``)."""
+    kernels = [k for _, k in available_kernels()]
+    if any(name in _names(k) for k in kernels):
+        return None
+    return next((k for k in kernels if any(fnmatch.fnmatchcase(name, p) for p in k.matches)), None)
+
+
+def register_kernel(kernel: str | Path | KernelDescriptor) -> KernelDescriptor:
+    """Make a descriptor (a file, or one built in memory) answer to its name and aliases in this process,
+    before the search path and the shipped ones, e.g. so that sweeps naming it can be trained on.
+    Registering another descriptor of the same name replaces the first."""
+    desc = kernel if isinstance(kernel, KernelDescriptor) else _parse(kernel)
+    _REGISTERED.pop(desc.name, None)
+    _REGISTERED[desc.name] = desc
+    return desc
+
+
+def unregister_kernel(name: str) -> None:
+    """Forget a descriptor :func:`register_kernel` registered (nothing if none of that name)."""
+    _REGISTERED.pop(name, None)
+
+
+def registered_kernel(name: str) -> KernelDescriptor | None:
+    """The descriptor registered under ``name`` in this process, if any."""
+    return _REGISTERED.get(name)
+
+
+def _is_path(text: str) -> bool:
+    return text.endswith(".toml") or os.sep in text or (os.altsep is not None and os.altsep in text) \
+        or Path(text).is_file()
+
+
+def load_kernel(name_or_path: str | Path | KernelDescriptor,
+                known: Mapping[str, KernelDescriptor] | None = None) -> KernelDescriptor:
+    """A descriptor by TOML path, or by name or alias: registered ones first, then ``known`` (e.g. the
+    copies a model keeps, by name), then the search path (:func:`kernel_search_path`), then the shipped
+    ones; family descriptors (``matches``) last."""
     if isinstance(name_or_path, KernelDescriptor):
         return name_or_path
     text = str(name_or_path)
-    p = Path(text)
-    if p.suffix == ".toml" or p.is_file():
+    if isinstance(name_or_path, Path) or _is_path(text):
+        p = Path(text)
         if not p.is_file():
             raise UnknownKernelError(f"kernel descriptor file {text!r} does not exist; check the path")
-        return _parse_kernel(p)
-    for k in _shipped():
+        return _parse(p)
+    if known and text in known and text not in _REGISTERED:
+        return known[text]
+    kernels = [k for _, k in available_kernels()]
+    for k in kernels:
         if text in _names(k):
             return k
-    for k in _shipped():  # family descriptors: one descriptor for many counter-described kernels
+    for k in kernels:  # family descriptors: one descriptor for many counter-described kernels
         if any(fnmatch.fnmatchcase(text, pattern) for pattern in k.matches):
             return k
     raise UnknownKernelError(
-        f"unknown kernel {text!r}; run 'hybridperf kernels' for the shipped names or pass a descriptor path"
+        f"unknown kernel {text!r}; run 'hybridperf kernels' for the names, pass a descriptor path "
+        f"(--kernel ./{text}.toml), or put its folder on ${KERNEL_PATH_ENV}"
     )
+
+
+def kernel_key(desc: KernelDescriptor) -> str:
+    """The name sweep rows carry for a descriptor: its name where that name finds this same descriptor
+    (shipped, registered, on the search path, or kept in memory), else its file's path."""
+    if not desc.path:
+        return desc.name
+    try:
+        found = load_kernel(desc.name)
+    except HybridperfError:
+        return desc.path
+    return desc.name if found.sha256 == desc.sha256 else desc.path
+
+
+def resolve_kernels(names: Iterable[str], given: Mapping[str, KernelDescriptor] | None = None
+                    ) -> dict[str, KernelDescriptor]:
+    """The descriptor of each kernel name rows carry: from ``given`` (e.g. the copies a model keeps) first,
+    else :func:`load_kernel`."""
+    given = given or {}
+    return {str(n): given[str(n)] if str(n) in given else load_kernel(str(n)) for n in names}

@@ -179,6 +179,15 @@ def _canonical(name: str, what: str) -> str | None:
         return None
 
 
+def _family_member(name: str) -> bool:
+    from hybridperf.kernel import family_kernel
+
+    try:
+        return family_kernel(name) is not None
+    except Exception:  # noqa: BLE001 - a broken search path only means "not a member" here
+        return False
+
+
 def _names(df: pd.DataFrame, col: str, source: str, known: set[str] | None, what: str) -> pd.Series:
     s = df[col]
     if pd.api.types.is_string_dtype(s) and not pd.api.types.is_object_dtype(s):
@@ -188,13 +197,18 @@ def _names(df: pd.DataFrame, col: str, source: str, known: set[str] | None, what
     _check(source, missing, f"missing or non-text {what} name in column {col!r}", f"give every row a {what} name")
     s = s.astype("str")
     for name in sorted(set(s.unique()) - known) if known else ():
+        if what == "kernel" and _family_member(name):
+            continue  # its own kernel, described by a family descriptor (matches = ["aiwc-*"])
         n, canon = int((s == name).sum()), _canonical(name, what)
         if canon and canon != name and canon in known:
             raise _fail(source, f"{what} {name!r} in column {col!r} ({n} rows) is an alias",
                         f"store the canonical name {canon!r}")
-        kind, arg = ("spec", "gpus") if what == "GPU" else ("descriptor", "kernels")
-        raise _fail(source, f"unknown {what} {name!r} in column {col!r} ({n} rows)",
-                    f"use a shipped {what} name, add a {kind} file, or pass known_{arg}=[...]")
+        if what == "GPU":
+            raise _fail(source, f"unknown GPU {name!r} in column {col!r} ({n} rows)",
+                        "use a shipped GPU name, add a spec file, or pass known_gpus=[...]")
+        raise _fail(source, f"unknown kernel {name!r} in column {col!r} ({n} rows): no descriptor of that name",
+                    "pass its descriptor file (--kernel FILE.toml), put its folder on $HYBRIDPERF_KERNEL_PATH "
+                    "(docs/own-kernel.md), or pass known_kernels=[...]")
     return s
 
 

@@ -218,7 +218,7 @@ def _check_rows(df: pd.DataFrame, path: Path) -> pd.DataFrame:
 
 
 def read_sweep(path: str | Path, *, known_kernels: Iterable[str] | None = None,
-               known_gpus: Iterable[str] | None = None) -> pd.DataFrame:
+               known_gpus: Iterable[str] | None = None, check_names: bool = True) -> pd.DataFrame:
     """Read a sweep file (Parquet or CSV), validate it, and attach its provenance.
 
     Parameters
@@ -226,7 +226,9 @@ def read_sweep(path: str | Path, *, known_kernels: Iterable[str] | None = None,
     path : str or Path
         ``*.parquet``, ``*.csv`` or ``*.csv.gz``.
     known_kernels, known_gpus : iterable of str, optional
-        Passed to :func:`validate_sweep`.
+        Passed to :func:`validate_sweep`; ``check_names=False`` skips the name checks (rows of a kernel
+        that has no descriptor yet). GPUs the file's provenance lists in ``gpus_without_spec`` (the
+        importer records the ones it was told to accept) are accepted besides the shipped specs.
 
     Returns
     -------
@@ -236,7 +238,13 @@ def read_sweep(path: str | Path, *, known_kernels: Iterable[str] | None = None,
     path = Path(path)
     df = _read_table(path)
     prov = read_provenance(path)
-    out = validate_sweep(df, source=str(path), known_kernels=known_kernels, known_gpus=known_gpus)
+    extra = prov.get("gpus_without_spec")
+    if known_gpus is None and isinstance(extra, list) and extra:
+        from hybridperf.sweep import known_names
+
+        known_gpus = (known_names("gpu") or set()) | {str(g) for g in extra}
+    out = validate_sweep(df, source=str(path), known_kernels=known_kernels, known_gpus=known_gpus,
+                         check_names=check_names)
     out.attrs["provenance"] = prov
     return out
 

@@ -12,7 +12,7 @@ from hybridperf.limits import MAX_TOML_BYTES, MAX_TOML_DEPTH
 
 T = TypeVar("T")
 
-__all__ = ["load_folder", "read_document", "read_toml"]
+__all__ = ["check_document", "load_folder", "parse_toml", "read_document", "read_toml"]
 
 
 def read_toml(path: Path, error: type[Exception], what: str = "file") -> tuple[bytes, dict[str, Any]]:
@@ -23,21 +23,29 @@ def read_toml(path: Path, error: type[Exception], what: str = "file") -> tuple[b
     or nests tables and arrays deeper than :data:`~hybridperf.limits.MAX_TOML_DEPTH`.
     """
     raw = read_input(path, error=_as_hybridperf(error), what=what, max_bytes=MAX_TOML_BYTES, decompress=False)
+    return raw, parse_toml(raw, path, error)
+
+
+def parse_toml(raw: bytes, where: str | Path, error: type[Exception]) -> dict[str, Any]:
+    """The parsed document of TOML bytes (at most :data:`~hybridperf.limits.MAX_TOML_BYTES`), with the
+    checks of :func:`read_toml`; ``where`` (a path, or e.g. ``model file descriptor X``) starts each error."""
+    if len(raw) > MAX_TOML_BYTES:
+        raise error(f"{where}: {len(raw):,} bytes of TOML, over the limit of {MAX_TOML_BYTES:,}")
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise error(f"{path}: not valid TOML ({' '.join(str(exc).split())[:160]}); fix the syntax") from None
+        raise error(f"{where}: not valid TOML ({' '.join(str(exc).split())[:160]}); fix the syntax") from None
     except RecursionError:
-        raise error(f"{path}: tables or arrays nested too deeply; the limit is {MAX_TOML_DEPTH} levels") from None
-    _check_depth(doc, path, error)
-    return raw, doc
+        raise error(f"{where}: tables or arrays nested too deeply; the limit is {MAX_TOML_DEPTH} levels") from None
+    _check_depth(doc, where, error)
+    return doc
 
 
 def _as_hybridperf(error: type[Exception]) -> type[HybridperfError]:
     return error if issubclass(error, HybridperfError) else HybridperfError
 
 
-def _check_depth(doc: Any, path: Path, error: type[Exception]) -> None:
+def _check_depth(doc: Any, path: str | Path, error: type[Exception]) -> None:
     """Refuse documents nested deeper than MAX_TOML_DEPTH (walked without recursion)."""
     stack = [(doc, 0)]
     while stack:
@@ -70,6 +78,14 @@ def read_document(path: Path, error: type[Exception], what: str, format_version:
     """:func:`read_toml`, then the checks every data file shares: its ``format_version`` and no
     top-level key outside ``allowed_keys`` (each failure one line naming the file and the fix)."""
     raw, doc = read_toml(path, error, what)
+    check_document(doc, path, error, what, format_version, allowed_keys)
+    return raw, doc
+
+
+def check_document(doc: dict[str, Any], where: str | Path, error: type[Exception], what: str, format_version: int,
+                   allowed_keys: Iterable[str]) -> None:
+    """The checks every data file shares: its ``format_version`` and no top-level key outside ``allowed_keys``."""
+    path = where
     if doc.get("format_version") != format_version:
         raise error(f"{path}: format_version must be {format_version}, got {doc.get('format_version')!r}; "
                     f"see the {what} format in docs/")
@@ -77,4 +93,3 @@ def read_document(path: Path, error: type[Exception], what: str, format_version:
     unknown = set(doc) - allowed
     if unknown:
         raise error(f"{path}: unknown top-level key {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(allowed))}")
-    return raw, doc

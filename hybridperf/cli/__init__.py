@@ -82,16 +82,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hybridperf.cli.progress import starting
     from hybridperf.cli.render import DISPLAY
     from hybridperf.cli.runtime import run_command
+    from hybridperf.registry import registration_scope
 
-    try:
-        with starting(list(sys.argv[1:] if argv is None else argv)):
-            args = build_parser().parse_args(argv)
-    except SystemExit as exc:  # usage errors (exit 2, one line) and --help (exit 0)
-        return exc.code if isinstance(exc.code, int) else 2
-    DISPLAY.wide, DISPLAY.verbose, DISPLAY.quiet = bool(args.wide), int(args.verbose), bool(args.quiet)
-    if hasattr(args, "argv"):
-        args.argv = list(argv) if argv is not None else None
-    return run_command(args)
+    with registration_scope():  # descriptors named by --kernel FILE count for this call only
+        try:
+            with starting(list(sys.argv[1:] if argv is None else argv)):
+                args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # usage errors (exit 2, one line) and --help (exit 0)
+            return exc.code if isinstance(exc.code, int) else 2
+        DISPLAY.wide, DISPLAY.verbose, DISPLAY.quiet = bool(args.wide), int(args.verbose), bool(args.quiet)
+        if hasattr(args, "argv"):
+            args.argv = list(argv) if argv is not None else None
+        return run_command(args)
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ def add_commands(sub: Any) -> None:
     s = sub.add_parser("analyze", help="every analytical model's time, the regime and the limiter for a launch or "
                                        "a grid (--terms: every term)", epilog=_ANALYZE_EXAMPLES)
     s.add_argument("--gpu", required=True, help="shipped GPU name/alias or a spec TOML path")
-    s.add_argument("--kernel", required=True, help="shipped descriptor name or a descriptor TOML path")
+    s.add_argument("--kernel", type=t.kernel, required=True, help="shipped descriptor name or a descriptor TOML path")
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES", help=_SET_HELP)
     s.add_argument("--model", action="append", choices=list(MODELS), help="limit to these models")
     s.add_argument("--terms", action="store_true", help="every term of every model (MWP, CWP, cycles, ...)")
@@ -151,7 +151,7 @@ def add_commands(sub: Any) -> None:
     s = sub.add_parser("advise", help="bottleneck, GPUPerf benefit metrics and what to optimise",
                        epilog=_ADVISE_EXAMPLES)
     s.add_argument("--gpu", required=True)
-    s.add_argument("--kernel", required=True)
+    s.add_argument("--kernel", type=t.kernel, required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES", help=_SET_HELP)
     s.add_argument("--chart", type=t.plot_output, help="write the benefit X-Y charts (Sim et al., PPoPP 2012, Fig. 4), "
                    "one panel per row (.png, .svg or .pdf)")

@@ -13,6 +13,7 @@ __all__ = [
     "count_or_share",
     "input_file",
     "input_path",
+    "kernel",
     "model_file",
     "non_negative_float",
     "non_negative_int",
@@ -169,6 +170,19 @@ def input_path(text: str) -> str:
     if text and Path(text).is_dir():
         return text
     return input_file(text)
+
+
+def kernel(text: str) -> str:
+    """A kernel: a descriptor name, or a descriptor file, which is read, checked and registered for this run
+    (so that sweep rows and models naming it find it); the text is returned as given."""
+    from hybridperf.kernel import register_kernel
+
+    if text.endswith(".toml") or Path(text).is_file():
+        try:
+            register_kernel(input_file(text))
+        except HybridperfError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _suffixed(text: str, suffixes: tuple[str, ...], what: str) -> str:

@@ -28,7 +28,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from hybridperf.importers import import_to_file
     from hybridperf.sweep import summarize_sweep
 
-    df = import_to_file(args.source, args.format, args.output, **_options(args.option, args.map))
+    df = import_to_file(args.source, args.format, args.output, strict=args.strict, **_options(args.option, args.map))
     s = summarize_sweep(df)
     print(f"imported {s.rows} rows ({s.ok} ok, {s.failed} failed, {s.invalid} invalid) of "
           f"{', '.join(s.kernels)} on {', '.join(s.gpus)} -> {args.output}")
@@ -73,8 +73,11 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--format", required=True, choices=["kernel-tuner", "ktt", "uci-sgemm", "neusight", "aiwc", "csv"])
     s.add_argument("-o", "--output", required=True, help="sweep to write (.parquet, .csv or .csv.gz)")
     s.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="importer option, e.g. gpu=rtx-a4000, kernel=..., time_unit=us (repeatable)")
+                   help="importer option, e.g. gpu=rtx-a4000, kernel=NAME or kernel=FILE.toml, time_unit=us, "
+                        "known_gpus=A,B (repeatable)")
     s.add_argument("--map", action="append", metavar="SRC=DST", help="csv: column mapping, e.g. n=size.N")
+    s.add_argument("--strict", action="store_true",
+                   help="stop at rows that break their kernel's descriptor instead of leaving them out")
     s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
     s.set_defaults(func=cmd_import)
 
@@ -93,7 +96,8 @@ def add_commands(sub: Any) -> None:
                               "  hybridperf record --kernel bench-reduction --sizes N=16777216 --space VARIANT=0,1,2 "
                               "BLOCK=128,256 -o reduction.csv\n"
                               "(docs/record.md: resuming, repeats, Nsight Compute)")
-    s.add_argument("--kernel", required=True, help="descriptor with a CUDA benchmark setup (see docs/record.md)")
+    s.add_argument("--kernel", type=t.kernel, required=True,
+                   help="descriptor with a CUDA benchmark setup (see docs/record.md)")
     s.add_argument("--sizes", action="extend", nargs="+", required=True, metavar="NAME=VALUES",
                    help="size values, one or more per flag: --sizes N=1024,2048 M=64 (repeatable)")
     s.add_argument("--space", action="extend", nargs="+", metavar="NAME=VALUES",

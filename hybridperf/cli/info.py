@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hybridperf.cli.output import clean, dump_json
+from hybridperf.cli.output import clean, dump_json, records
 from hybridperf.cli.render import print_fields, print_note, print_table
 
 __all__ = ["add_commands"]
@@ -47,15 +47,58 @@ def _show_gpu(args: argparse.Namespace) -> int:
 
 
 def cmd_kernels(args: argparse.Namespace) -> int:
-    from hybridperf.kernel import list_kernels
+    from hybridperf.kernel import available_kernels
     from hybridperf.references import cite
 
-    rows = [{"name": k.name, "space": k.space_size(), "sizes": ", ".join(k.size_names),
-             "config": ", ".join(k.config_names), "description": cite(k.description)} for k in list_kernels()]
+    rows = [{"name": k.name, "from": origin, "space": k.space_size(), "sizes": ", ".join(k.size_names),
+             "config": ", ".join(k.config_names), "description": cite(k.description)}
+            for origin, k in available_kernels()]
     if args.json:
         dump_json(rows)
     else:
         print_table(rows)
+    return 0
+
+
+def cmd_kernels_check(args: argparse.Namespace) -> int:
+    from hybridperf.datasets import load_sources
+    from hybridperf.kernel_check import check_descriptor
+
+    data = load_sources(args.data, check_names=False)[0] if args.data else None
+    res = check_descriptor(args.file, data, gpus=args.gpu)
+    k = res.kernel
+    if args.json:
+        dump_json({"kernel": k.name, "sha256": k.sha256, "space": res.space, "notes": list(res.notes),
+                   "runs": res.runs, **{name: None if t is None else records(t.reset_index() if name == "feasibility"
+                                                                              else t)
+                                        for name, t in (("feasibility", res.feasibility), ("models", res.models),
+                                                        ("counters", res.counters))}})
+        return 0
+    print(f"{k.name}: valid descriptor; sizes {', '.join(k.size_names) or '-'}; config "
+          f"{', '.join(k.config_names) or '-'}; {res.space:,} configurations before constraints")
+    for note in res.notes:
+        print(f"note: {note}")
+    if res.feasibility is not None:
+        print(f"\n{res.runs:,} runs compared. Measured status against analytical feasibility:")
+        print_table(res.feasibility.reset_index())
+        print("\nEach time model against the measured times of the ok, feasible runs (per GPU):")
+        print_table(res.models)
+        print("spearman: rank correlation of the model's time with the measured one; median_abs_log_error: "
+              "|log(measured/model)|, as is and after one scale per GPU (0.69 = a factor of 2)")
+    if res.counters is not None:
+        print("\nCounters that measure a descriptor field (measured / descriptor):")
+        print_table(res.counters)
+    return 0
+
+
+def cmd_kernels_new(args: argparse.Namespace) -> int:
+    from hybridperf.datasets import load_sources
+    from hybridperf.kernel_template import write_descriptor_template
+
+    data = load_sources(args.from_data, check_names=False)[0] if args.from_data else None
+    write_descriptor_template(args.name, args.output, data, force=args.force)
+    print(f"wrote {args.output}: descriptor {args.name!r} with placeholder formulas; edit them, then run "
+          f"'hybridperf kernels check {args.output}" + (f" --data {args.from_data[0]}'" if args.from_data else "'"))
     return 0
 
 
@@ -97,6 +140,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
+    from hybridperf.cli import argtypes as t
+
     s = sub.add_parser("gpus", help="list the shipped GPU specs, or show one with every value and its source",
                        epilog="examples:\n  hybridperf gpus\n  hybridperf gpus show a100\n"
                               "  hybridperf gpus show my-gpu.toml --json")
@@ -105,10 +150,27 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_gpus_entry)
 
-    s = sub.add_parser("kernels", help="list the shipped kernel descriptors",
-                       epilog="examples:\n  hybridperf kernels\n  hybridperf kernels --wide")
+    s = sub.add_parser("kernels", help="list the kernel descriptors (shipped, registered, on the search path); "
+                                       "'kernels check FILE', 'kernels new NAME'",
+                       epilog="examples:\n  hybridperf kernels\n  hybridperf kernels --wide\n"
+                              "  hybridperf kernels new my-stencil --from runs.parquet -o my-stencil.toml\n"
+                              "  hybridperf kernels check my-stencil.toml --data runs.parquet")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_kernels)
+    ks = s.add_subparsers(dest="kernels_command", parser_class=type(s), metavar="{check,new}")
+    c = ks.add_parser("check", help="validate a descriptor; with --data, compare it with recorded runs")
+    c.add_argument("file", type=t.kernel, help="descriptor file (or name)")
+    c.add_argument("--data", action="append", metavar="SWEEP", help="sweep files or dataset names with runs of it")
+    c.add_argument("--gpu", action="append", help="compare on these GPUs only (spec names as the rows carry them)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_kernels_check)
+    n = ks.add_parser("new", help="write a descriptor to fill in (parameters from a sweep with --from)")
+    n.add_argument("name", help="the kernel's name (letters, digits, - _ . +)")
+    n.add_argument("-o", "--output", required=True, help="descriptor file to write (.toml)")
+    n.add_argument("--from", dest="from_data", action="append", metavar="SWEEP",
+                   help="take size and config parameters and their values from these runs")
+    n.add_argument("--force", action="store_true", help="replace an existing file")
+    n.set_defaults(func=cmd_kernels_new)
 
     s = sub.add_parser("datasets", help="list the shipped datasets with rows, GPUs, kernels and noise floor",
                        epilog="examples:\n  hybridperf datasets\n  hybridperf datasets -v   # also size and config "

@@ -38,16 +38,16 @@ def _command_line(args: argparse.Namespace) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from hybridperf.datasets import load_sources
+    from hybridperf.datasets import load_sources, select_runs
     from hybridperf.learn.model import train_model
 
     data, hashes = load_sources(args.data)
-    if args.kernel:
-        data = data[data["kernel"].isin(args.kernel)]
+    data = select_runs(data, kernels=args.kernel, gpus=args.gpu)
     t0 = time.perf_counter()
     model = train_model(data, baseline=args.baseline, mode=args.mode, coverage=args.coverage,
                         tune_trials=args.tune, study_path=args.study, progress=True,
-                        random_state=args.seed, provenance={"data": hashes, "command": _command_line(args)})
+                        random_state=args.seed, provenance={"data": hashes, "command": _command_line(args)},
+                        strict=args.strict)
     seconds = time.perf_counter() - t0
     model.save(args.output)
     m = model.metadata
@@ -61,19 +61,20 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from hybridperf.grid import defaulted_parameters, parse_assignments
-    from hybridperf.learn.model import load_model, predict_rows, rows_to_predict
+    from hybridperf.learn.model import check_prediction_rows, load_model, predict_rows, rows_to_predict
     from hybridperf.sweep import param_columns, param_name
     from hybridperf.sweepfile import read_rows
 
     values = parse_assignments(args.set)  # the inputs are checked before the model is loaded
     table = read_rows(args.rows).reset_index(drop=True) if args.rows else None
     model = load_model(args.model)
-    rows = table if table is not None else rows_to_predict(model, kernel=args.kernel, gpu=args.gpu, values=values)
+    rows = (check_prediction_rows(model, table, strict=args.strict) if table is not None
+            else rows_to_predict(model, kernel=args.kernel, gpu=args.gpu, values=values))
     pred = predict_rows(model, rows, coverage=args.coverage)
     cov = args.coverage or model.estimator.coverage
-    defaults = defaulted_parameters(rows)
+    defaults = defaulted_parameters(rows, known=model.descriptors)
     params = param_columns(rows)
-    out = predicted_names(rows[["kernel", "gpu", *params]].join(pred), measured=table)
+    out = predicted_names(rows[["kernel", "gpu", *params]].join(pred), measured=None if table is None else rows)
     for col, value in defaults.items():  # the values the prediction used, though nobody set them
         out.insert(2 + len(params), col, value)
         params.append(col)
@@ -107,7 +108,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from hybridperf.datasets import load_sources
+    from hybridperf.datasets import load_sources, select_runs
     from hybridperf.evaluation.evaluate import evaluate
 
     booster_params = None
@@ -120,12 +121,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if not sources:
             sources = [s.removeprefix("dataset:") for s in model.metadata.get("data", {})]
     data, _ = load_sources(sources)
-    if args.kernel:
-        data = data[data["kernel"].isin(args.kernel)]
+    data = select_runs(data, kernels=args.kernel, gpus=args.gpu)
     opts = {k: v for k, v in dict(train_max_size=args.train_max_size, holdout=args.holdout,
                                   calibration_runs=args.calibration_runs, budget_fraction=args.budget).items()
             if v is not None}
-    ev = evaluate(data, args.split, booster_params=booster_params, seed=args.seed, **opts)
+    ev = evaluate(data, args.split, booster_params=booster_params, seed=args.seed, strict=args.strict, **opts)
     if args.output:
         write_table(ev.table, args.output, attrs={"split": ev.split, "n_train": ev.n_train, "n_test": ev.n_test})
     if args.plot:
@@ -176,7 +176,10 @@ def add_commands(sub: Any) -> None:
     s.add_argument("-o", "--output", required=True, help="model file to write (JSON)")
     s.add_argument("--baseline", default="auto", choices=["auto", "none", *TIME_MODELS])
     s.add_argument("--mode", default="hybrid", choices=list(MODES))
-    s.add_argument("--kernel", action="append", help="train on these kernels only (repeatable)")
+    s.add_argument("--kernel", type=t.kernel, action="append",
+                   help="train on these kernels only: names or descriptor files (repeatable)")
+    s.add_argument("--gpu", action="append", help="train on these GPUs only (repeatable)")
+    s.add_argument("--strict", action="store_true", help="stop at the first invalid row instead of skipping it")
     s.add_argument("--tune", type=t.non_negative_int, default=0, metavar="N",
                    help="optuna trials to tune the booster first")
     s.add_argument("--study", type=t.state_file, help="SQLite file to store/resume the optuna study")
@@ -189,13 +192,15 @@ def add_commands(sub: Any) -> None:
     s = sub.add_parser("predict", help="predict times (with interval, regime, out-of-domain flag) for unseen sizes",
                        epilog=_PREDICT_EXAMPLES)
     s.add_argument("-m", "--model", required=True, type=t.model_file, help="model file from 'hybridperf train'")
-    s.add_argument("--kernel", help="descriptor name or path (default: the model's only kernel)")
+    s.add_argument("--kernel", type=t.kernel, help="descriptor name or path (default: the model's only kernel)")
     s.add_argument("--gpu", help="GPU name or spec path (default: the model's only GPU)")
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES",
                    help="parameter values: 4096 | 1024,2048 | 1024:8192:1024 | 1024:32768:x2 (repeatable)")
     s.add_argument("--rows", type=t.input_file,
                    help="CSV/Parquet of rows to predict (kernel, gpu, size.*, config.* columns)")
     s.add_argument("--coverage", type=t.probability, help="interval coverage in (0, 1) (default: the model's)")
+    s.add_argument("--strict", action="store_true",
+                   help="--rows: stop at the first invalid row instead of skipping it")
     s.add_argument("-o", "--output", type=t.table_output, help="also write the predictions (.csv or .parquet)")
     s.add_argument("--plot", type=t.plot_output,
                    help="draw the predicted curve over the size with its interval band, and the measured times of "
@@ -213,7 +218,10 @@ def add_commands(sub: Any) -> None:
                    help="take booster parameters (and default data) from this model")
     s.add_argument("--split", required=True, choices=list(SPLITS), help="which rows train and which test: "
                    + "; ".join(f"{k} {v}" for k, v in SPLIT_DESCRIPTIONS.items()))
-    s.add_argument("--kernel", action="append", help="evaluate on these kernels only (repeatable)")
+    s.add_argument("--kernel", type=t.kernel, action="append",
+                   help="evaluate on these kernels only: names or descriptor files (repeatable)")
+    s.add_argument("--gpu", action="append", help="evaluate on these GPUs only (repeatable)")
+    s.add_argument("--strict", action="store_true", help="stop at the first invalid row instead of skipping it")
     s.add_argument("--train-max-size", type=t.positive_float,
                    help="S2: train on sizes <= this (default: 1/4 of the largest)")
     s.add_argument("--holdout", help="S3/S4: the kernel or GPU left out")

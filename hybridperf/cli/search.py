@@ -226,7 +226,7 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
 
     s.add_argument("-m", "--model", required=model_required, type=t.model_file,
                    help="model file (without one: Ryoo efficiency order)")
-    s.add_argument("--kernel", required=True)
+    s.add_argument("--kernel", type=t.kernel, required=True)
     s.add_argument("--gpu", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size (repeatable)")
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
@@ -238,7 +238,7 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
                         "two-metric front; none: rank every feasible config (needs a model)")
     s.add_argument("--top-k", type=t.count_or_share, default=None, metavar="K",
                    help="the union keeps the model's K fastest: a count, or a share of the feasible configurations "
-                        f"(default: as many as fill the shortlist to {FILL:.0%} of the feasible, at least --top)")
+                        f"(default: as many as fill the shortlist to {FILL:.0%}% of the feasible, at least --top)")
     s.add_argument("--no-pareto", action="store_true", help="alias of --prune none")
     s.add_argument("--chunk-rows", type=t.count(5_000_000), default=200_000,
                    help="configs per streamed chunk (bounds memory)")
@@ -262,7 +262,7 @@ def add_commands(sub: Any) -> None:
 
     s = sub.add_parser("suggest", help="the next batch of configurations to measure (and whether to stop)",
                        epilog=_SUGGEST_EXAMPLES)
-    s.add_argument("--kernel", required=True)
+    s.add_argument("--kernel", type=t.kernel, required=True)
     s.add_argument("--gpu", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size (repeatable)")
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
@@ -282,7 +282,7 @@ def add_commands(sub: Any) -> None:
     s = sub.add_parser("replay", help="run the measure-next loop on a recorded exhaustive sweep vs random sampling",
                        epilog=_REPLAY_EXAMPLES)
     s.add_argument("data", nargs="+", help="sweep files or dataset names")
-    s.add_argument("--kernel", required=True)
+    s.add_argument("--kernel", type=t.kernel, required=True)
     s.add_argument("--gpu", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size, if several")
     s.add_argument("--budget", type=t.count(1_000_000), default=50, help="measurements per run")

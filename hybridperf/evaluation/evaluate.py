@@ -18,6 +18,7 @@ from hybridperf.learn.estimator import default_booster
 from hybridperf.learn.features import analytical_features
 from hybridperf.learn.model import TrainedModel, fit_model, make_model, predict_rows, size_bands
 from hybridperf.progress import task, track
+from hybridperf.rowcheck import drop_bad_rows
 from hybridperf.sweep import param_columns, training_rows
 
 __all__ = ["Evaluation", "ape_metrics", "evaluate", "interval_metrics", "topk_scores"]
@@ -119,7 +120,8 @@ def _fit_method(method: str, rows: pd.DataFrame, y: np.ndarray, feats: pd.DataFr
 
 
 def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, Any] | None = None,
-             methods: Sequence[str] | None = None, seed: int = 0, **split_options: Any) -> Evaluation:
+             methods: Sequence[str] | None = None, seed: int = 0, strict: bool = False,
+             **split_options: Any) -> Evaluation:
     """Every baseline and the hybrid on one split, side by side, from one feature computation.
 
     Methods: ``analytical:<model>`` (uncalibrated), ``calibrated:<model>`` (one scale per (kernel,
@@ -130,9 +132,10 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
     interval columns are filled where meaningful: coverage of the nominal 80/90% intervals, the
     median hi/lo ratio and the Winkler score of the 90% interval (:func:`interval_metrics`); for the
     hybrid those of its adaptive intervals, and ``plain_*`` those of a constant-width split-conformal
-    interval for comparison.
+    interval for comparison. Runs the model cannot use (unknown kernel or GPU, parameters outside their
+    descriptor) are skipped with a warning counting them, or stop the evaluation with ``strict``.
     """
-    rows = training_rows(sweep).reset_index(drop=True)
+    rows = drop_bad_rows(training_rows(sweep), strict=strict, what="runs").reset_index(drop=True)
     with task(f"evaluate {split}: analytical features of {len(rows)} runs"):
         feats = analytical_features(rows)
     y = rows["time_ms"].to_numpy(dtype=np.float64)

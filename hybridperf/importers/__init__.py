@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from hybridperf.devices import match_device
 from hybridperf.errors import HybridperfError, SweepError
 from hybridperf.files import file_sha256
 from hybridperf.importers.aiwc import read_aiwc
@@ -19,6 +20,7 @@ from hybridperf.importers.ktt import read_ktt
 from hybridperf.importers.neusight import read_neusight
 from hybridperf.importers.plain_csv import read_csv_sweep
 from hybridperf.importers.uci_sgemm import read_uci_sgemm
+from hybridperf.rowcheck import drop_bad_rows
 from hybridperf.sweep import known_names, validate_sweep
 from hybridperf.sweepfile import sweep_file_kind, write_sweep
 
@@ -81,9 +83,35 @@ def _coerce(name: str, value: Any) -> Any:
     return value
 
 
+def _names_option(value: Iterable[str] | str | None) -> list[str] | None:
+    """``known_kernels`` / ``known_gpus`` as a list: text (the command line's ``--option known_gpus=A,B``) is
+    split at commas, never into characters."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value]
+
+
+def _descriptor_option(options: dict[str, Any], allowed: list[str]) -> dict[str, Any] | None:
+    """``kernel=FILE.toml``: the rows are named after the descriptor (registered for this process), and a
+    Kernel Tuner cache's problem_size takes its size names; returns the descriptor's record for the
+    provenance (None when ``kernel`` is a name)."""
+    text = options.get("kernel")
+    if not isinstance(text, str) or not (text.endswith(".toml") or Path(text).is_file()):
+        return None
+    from hybridperf.kernel import register_kernel
+
+    desc = register_kernel(text)
+    options["kernel"] = desc.name
+    if "size_names" in allowed and "size_names" not in options:
+        options["size_names"] = list(desc.size_names)
+    return {"name": desc.name, "path": str(text), "sha256": desc.sha256}
+
+
 def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | None = None,
                  known_kernels: Iterable[str] | None = None, known_gpus: Iterable[str] | None = None,
-                 **options: Any) -> pd.DataFrame:
+                 strict: bool = False, **options: Any) -> pd.DataFrame:
     """Read recorded runs in format ``fmt`` and return a validated sweep table.
 
     Parameters
@@ -99,11 +127,16 @@ def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | N
         Accepted kernel names. Default: the shipped descriptors plus the names the importer
         assigns by its documented convention (so importing never blocks on naming).
     known_gpus : iterable of str, optional
-        Accepted GPU names. Default: the shipped spec stems; pass extra stems to import data
-        from GPUs without a spec.
+        GPU names accepted besides the shipped spec stems: pass the stems of GPUs without a spec to
+        import their runs (text is split at commas: ``--option known_gpus=A,B``).
+    strict : bool
+        Stop at rows whose parameters break their kernel's descriptor (a value it does not list, out
+        of bounds) instead of leaving them out with a warning that counts them by reason. Rows of a
+        kernel without a descriptor are kept as they are.
     **options
         Passed to the format's reader (see ``hybridperf.importers.<format>``), e.g.
-        ``kernel=``, ``gpu=``, ``sizes=``, ``mapping=``, ``time_unit=``, ``progress=``.
+        ``kernel=``, ``gpu=``, ``sizes=``, ``mapping=``, ``time_unit=``, ``progress=``. ``kernel`` may
+        be a descriptor file: rows carry its name (and a Kernel Tuner cache its size names).
 
     Returns
     -------
@@ -124,6 +157,8 @@ def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | N
     if unknown:
         raise SweepError(f"unknown option {unknown[0]!r} for format {fmt!r}; allowed: {', '.join(allowed)}")
     options = {k: _coerce(k, v) for k, v in options.items()}
+    known_kernels, known_gpus = _names_option(known_kernels), _names_option(known_gpus)
+    descriptor = _descriptor_option(options, allowed)
     try:
         df = reader(source, **options)
     except HybridperfError:
@@ -136,19 +171,28 @@ def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | N
     kernels = None if known_kernels is None else set(known_kernels)
     if kernels is None:
         kernels = (known_names("kernel") or set()) | set(df["kernel"].astype("str").unique())
-    gpus = known_names("gpu") if known_gpus is None else set(known_gpus)
+    gpus = (known_names("gpu") or set()) | set(known_gpus or ())
     if gpus:
         devices = prov.get("source_devices", {})
         for stem in sorted(set(df["gpu"].astype("str").unique()) - gpus):
             n = int((df["gpu"] == stem).sum())
-            raise SweepError(
-                f"{source}: device {devices.get(stem, stem)!r} maps to GPU {stem!r}, which has no spec ({n} rows); "
-                f"add hybridperf/gpus/{stem}.toml, pass gpu=<shipped name> if it is the same part, "
-                f"or pass known_gpus=[{stem!r}, ...] to import it without a spec")
+            device = devices.get(stem, stem)
+            match = match_device(str(device))
+            why = match.reason if match.listed else (
+                "write a spec (docs/gpu-spec-format.md) and put its folder on $HYBRIDPERF_GPU_PATH, pass "
+                "gpu=<spec name> if it is the same part")
+            tail = "" if "known_gpus" in why else f"; to import its rows without a spec pass known_gpus={stem}"
+            raise SweepError(f"{source}: device {device!r} ({n} rows) has no spec: {why}{tail}")
     out = validate_sweep(df, source=str(source), known_kernels=kernels, known_gpus=gpus or None)
+    out = drop_bad_rows(out, strict=strict, what=f"rows of {source}", names=False).reset_index(drop=True)
+    if descriptor is not None:
+        prov["descriptor"] = descriptor
     from hybridperf import __version__
 
     path = Path(source)
+    without = sorted(set(out["gpu"].astype("str").unique()) - (known_names("gpu") or set()))
+    if without:
+        prov["gpus_without_spec"] = without
     prov.update({
         "importer": fmt,
         "importer_options": json.loads(json.dumps(options, default=str)),
@@ -163,7 +207,7 @@ def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | N
 
 def import_to_file(source: str | Path, fmt: str, out_path: str | Path, *,
                    provenance: dict[str, Any] | None = None, known_kernels: Iterable[str] | None = None,
-                   known_gpus: Iterable[str] | None = None, **options: Any) -> pd.DataFrame:
+                   known_gpus: Iterable[str] | None = None, strict: bool = False, **options: Any) -> pd.DataFrame:
     """Import ``source`` and write the sweep to ``out_path`` atomically (Parquet or CSV + sidecar).
 
     Parameters are those of :func:`import_sweep`; ``out_path`` ends in ``.parquet``, ``.csv`` or
@@ -183,7 +227,7 @@ def import_to_file(source: str | Path, fmt: str, out_path: str | Path, *,
 
     with task(f"import {Path(source).name} ({fmt})"):
         df = import_sweep(source, fmt, provenance=provenance, known_kernels=known_kernels,
-                          known_gpus=known_gpus, **options)
+                          known_gpus=known_gpus, strict=strict, **options)
     with task(f"write {out_path.name} ({len(df)} rows)"):
         write_sweep(df, out_path, provenance=df.attrs["provenance"])
     return df

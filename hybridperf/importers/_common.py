@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from hybridperf.errors import HybridperfError, SweepError
-from hybridperf.hardware import load_gpu, normalize_name
+from hybridperf.devices import match_device
+from hybridperf.errors import SweepError
 from hybridperf.inputs import check_csv_table, check_json_size, read_input
 
 T = TypeVar("T")
@@ -26,30 +26,6 @@ UNIT_TO_MS: dict[str, float] = {
     "s": 1e3, "seconds": 1e3,
 }
 
-# Source device names (normalised: lower-case alphanumerics) that no shipped spec alias covers,
-# mapped to the spec stem they would have. load_gpu() is tried first, so a spec added later wins.
-_DEVICE_STEMS: dict[str, str] = {
-    "gtx680": "geforce-gtx-680",
-    "titanx": "geforce-gtx-titan-x",
-    "gtx1080": "geforce-gtx-1080",
-    "gtx1080ti": "geforce-gtx-1080-ti",
-    "k20c": "tesla-k20c",
-    "k40c": "tesla-k40c",
-    "fijifuryx": "radeon-r9-fury-x",
-    "hawaiir9290x": "radeon-r9-290x",
-    "hawaiir9295x2": "radeon-r9-295x2",
-    "polarisrx480": "radeon-rx-480",
-    "tahitihd7970": "radeon-hd-7970",
-    "firepros9150": "firepro-s9150",
-    "xeones2697v2": "xeon-e5-2697-v2",
-    "i76700k": "core-i7-6700k",
-    "i53350": "core-i5-3350",
-    "knl": "xeon-phi-knl",
-    "teslav100pcie32gb": "tesla-v100-pcie-32gb",
-    "nvidiaa10080gbpcie": "a100-pcie-80gb",
-}
-
-
 def slug(text: str, *, keep: str = "") -> str:
     """Lower-case name with runs of other characters replaced by '-' (``keep`` lists extra characters)."""
     pattern = rf"[^a-z0-9{re.escape(keep)}]+"
@@ -57,31 +33,33 @@ def slug(text: str, *, keep: str = "") -> str:
 
 
 def resolve_gpu(device: str, source: str) -> str:
-    """Map a device name recorded by a tool (e.g. 'NVIDIA GeForce RTX 2080 Ti') to a spec stem."""
+    """The spec stem of a device name recorded by a tool (e.g. 'NVIDIA GeForce RTX 2080 Ti'), by
+    :func:`hybridperf.devices.match_device`; for a device without a spec, the stem its rows would carry
+    (the import then refuses it with the reason, unless ``known_gpus`` names that stem)."""
     if not isinstance(device, str) or not device.strip():
         raise SweepError(f"{source}: no device name recorded; pass gpu=<spec name> (see 'hybridperf gpus')")
-    candidates = [device, re.sub(r"^(nvidia|amd)\s+", "", device, flags=re.IGNORECASE)]
-    hint = _DEVICE_STEMS.get(normalize_name(device))
-    if hint:
-        candidates.append(hint)
-    for name in candidates:
-        try:
-            return load_gpu(name).key
-        except HybridperfError:
-            continue
-    return hint or slug(re.sub(r"^(nvidia|amd)\s+", "", device, flags=re.IGNORECASE))
+    match = match_device(device)
+    if not match.stem:
+        raise SweepError(f"{source}: device {device!r}: {match.reason}")
+    return match.stem
 
 
 def resolve_devices(devices: Iterable[str], source: str, known: dict[str, str] | None = None,
                     gpu: str | None = None) -> dict[str, str]:
     """Source device name -> GPU spec stem for each name in ``devices`` not yet in ``known`` (updated).
 
-    ``gpu``, when given, is the stem of every device (the user's override).
+    ``gpu``, when given, is the stem of every device (the user's override): refused when the source
+    records more than one device, which it would merge under one name.
     """
     out = {} if known is None else known
     for device in devices:
         if device not in out:
             out[device] = gpu or resolve_gpu(device, source)
+    if gpu and len(out) > 1:
+        names = sorted(out)
+        raise SweepError(f"{source}: gpu={gpu} would relabel every device as one GPU, but the source records "
+                         f"{len(names)} ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}); leave gpu= "
+                         "out (each device is resolved by name) or import one device at a time (devices=...)")
     return out
 
 

@@ -21,6 +21,9 @@ from hybridperf.importers._common import (
     warn,
 )
 from hybridperf.importers._common import progress as _progress
+from hybridperf.importers._gemm_names import gemm_tile
+from hybridperf.kernel import load_kernel
+from hybridperf.learn.domain import DEFAULTED_COLUMN
 from hybridperf.limits import max_input_bytes, mib
 
 __all__ = ["GEMM_OPS", "read_neusight"]
@@ -35,31 +38,55 @@ _SIZE_NAMES = {"Kernel_Szie": "Kernel_Size"}  # NeuSight's column has a typo
 _PER_GPU_DIR = re.compile(r"^p\d")
 
 
-_TILE = re.compile(r"_sgemm_(\d+)x(\d+)")
+_GEMM_CONFIG = ("TILE_M", "TILE_N", "SLICED", "THREADS", "SPLITK")
+
+
+def _tiles(names: pd.Series) -> pd.DataFrame:
+    """TILE_M, TILE_N, SLICED per row from the kernel name (NaN where no scheme matches or the kernel uses
+    tensor cores, which neusight-gemm does not model)."""
+    out = {}
+    for name in names.unique():
+        t = gemm_tile(name)
+        out[name] = (np.nan, np.nan, np.nan) if t is None or t.tensor_cores else (t.m, t.n, t.sliced)
+    return pd.DataFrame([out[n] for n in names], columns=["TILE_M", "TILE_N", "SLICED"], index=names.index,
+                        dtype="float64")
 
 
 def _gemm_config(out: pd.DataFrame) -> None:
     """Config columns of the neusight-gemm descriptor, read from the record (in place).
 
-    TILE_M x TILE_N from the cuBLAS kernel name (``<arch>_sgemm_<TM>x<TN>...``), SLICED = 4 for
-    ``sliced1x4`` kernels, THREADS = Block x, SPLITK = Grid z / B (bmm) or Grid z (linear), LINEAR = 1
-    for nn.Linear. Rows with a generic kernel name keep these empty (the descriptor's defaults apply).
+    TILE_M x TILE_N and SLICED from the cuBLAS/CUTLASS kernel name (:func:`gemm_tile`), kept where the
+    recorded grid confirms them (Grid x = ceil(K / TILE_M), Grid y = ceil(rows / TILE_N); rows = M, or
+    B * M for linear); THREADS = Block x; SPLITK = Grid z / B (bmm) or Grid z (linear) where a whole
+    number (B > 65535 caps Grid z); LINEAR = 1 for nn.Linear. A value the descriptor does not list is
+    not kept either. What is not kept stays empty and is named in ``info.defaulted``, so a prediction
+    of the row says its config was defaulted.
     """
     gemm = out["config.op"].notna()
     name = out.get("info.library_kernel", pd.Series("", index=out.index)).astype(str)
-    tiles = name.str.extract(_TILE).astype("float64")
-    known = gemm & tiles[0].notna()
-    out["config.TILE_M"] = tiles[0].where(known)
-    out["config.TILE_N"] = tiles[1].where(known)
-    out["config.SLICED"] = np.where(name.str.contains("sliced1x4"), 4.0, 1.0)
-    out["config.SLICED"] = out["config.SLICED"].where(known)
+    cfg = _tiles(name)
     linear = out["config.op"] == "linear"
-    if "counter.block_x" in out.columns:
-        out["config.THREADS"] = out["counter.block_x"].where(known)
+    rows = np.where(linear, out.get("size.B", 1.0) * out.get("size.M", np.nan), out.get("size.M", np.nan))
+    if {"counter.grid_x", "counter.grid_y", "size.K"} <= set(out.columns):
+        confirmed = ((out["counter.grid_x"] == np.ceil(out["size.K"] / cfg["TILE_M"]))
+                     & (out["counter.grid_y"] == np.ceil(rows / cfg["TILE_N"])))
+        cfg.loc[~confirmed, ["TILE_M", "TILE_N", "SLICED"]] = np.nan
+    cfg["THREADS"] = out["counter.block_x"] if "counter.block_x" in out.columns else np.nan
     if "counter.grid_z" in out.columns and "size.B" in out.columns:
-        out["config.SPLITK"] = np.where(linear, out["counter.grid_z"], out["counter.grid_z"] / out["size.B"])
-        out["config.SPLITK"] = out["config.SPLITK"].where(known)
+        split = np.where(linear, out["counter.grid_z"], out["counter.grid_z"] / out["size.B"])
+        cfg["SPLITK"] = np.where((split >= 1) & (split == np.round(split)), split, np.nan)
+    else:
+        cfg["SPLITK"] = np.nan
+    cfg.loc[cfg["TILE_M"].isna(), list(_GEMM_CONFIG)] = np.nan  # no confirmed tile: the rest means nothing
+    allowed = load_kernel("neusight-gemm").parameters
+    for col in _GEMM_CONFIG:
+        cfg[col] = cfg[col].where(cfg[col].isin(allowed[col].values or ()))
+        out[f"config.{col}"] = cfg[col].where(gemm)
     out["config.LINEAR"] = linear.astype("float64").where(gemm)
+    missing = cfg[list(_GEMM_CONFIG)].isna() & gemm.to_numpy()[:, None]
+    marked = missing.apply(lambda r: ",".join(c for c, m in r.items() if m), axis=1)
+    if marked.str.len().gt(0).any():
+        out[DEFAULTED_COLUMN] = marked
 
 
 def _files(root: Path) -> list[Path]:
@@ -75,15 +102,16 @@ def _files(root: Path) -> list[Path]:
     return files
 
 
-def _load(path: Path, ops: set[str] | None) -> pd.DataFrame:
-    """The rows of one file (of ``ops`` when given), each naming its op and device."""
+def _load(path: Path, ops: set[str] | None, devices: set[str] | None = None) -> pd.DataFrame:
+    """The rows of one file (of ``ops`` and ``devices`` when given), each naming its op and device."""
     t = read_csv(path, expected="NeuSight's header and rows")
     require_columns(t, ("OPName", "Latency", "Device"), path, "expected NeuSight's OPName, Latency, Device, ... layout")
+    if t.empty:
+        raise SweepError(f"{path}: no rows; check the file")
     if ops is not None:
         t = t[t["OPName"].isin(ops)].reset_index(drop=True)
-    if t.empty:
-        which = f" for ops {', '.join(sorted(ops))}" if ops else ""
-        raise SweepError(f"{path}: no rows{which}; check the file or ops=")
+    if devices is not None:
+        t = t[t["Device"].astype("str").isin(devices)].reset_index(drop=True)
     if t["OPName"].isna().any() or t["Device"].isna().any():
         n = int((t["OPName"].isna() | t["Device"].isna()).sum())
         raise SweepError(f"{path}: {n} rows lack OPName or Device; fix the file")
@@ -145,11 +173,13 @@ def _merge_repeats(out: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return pd.concat([ok, failed], ignore_index=True), merged
 
 
-def _read_one(path: Path, ops: set[str] | None, gpu: str | None, factor: float,
-              gpus: dict[str, str]) -> tuple[pd.DataFrame, int, dict[str, set[str]]]:
+def _read_one(path: Path, ops: set[str] | None, gpu: str | None, factor: float, gpus: dict[str, str],
+              devices: set[str] | None = None) -> tuple[pd.DataFrame, int, dict[str, set[str]]]:
     """One file's sweep rows, the rows merged, and the library versions it records; ``gpus`` (source
     device -> spec stem) is extended with its devices."""
-    t = _load(path, ops)
+    t = _load(path, ops, devices)
+    if t.empty:  # a file of other ops or devices (ops=, devices=)
+        return pd.DataFrame(), 0, {}
     size_cols = _size_names(t, path)
     resolve_devices(t["Device"].astype("str").unique(), str(path), known=gpus, gpu=gpu)
     out = _rows(t, size_cols, gpus, factor)
@@ -162,7 +192,8 @@ def _read_one(path: Path, ops: set[str] | None, gpu: str | None, factor: float,
 
 
 def read_neusight(source: str | Path, *, ops: Iterable[str] | None = None, gpu: str | None = None,
-                  time_unit: str = "ms", progress: bool | None = None) -> pd.DataFrame:
+                  devices: Iterable[str] | None = None, time_unit: str = "ms",
+                  progress: bool | None = None) -> pd.DataFrame:
     """Read NeuSight latency CSVs (one file, or every per-GPU file below a folder) into sweep rows.
 
     Parameters
@@ -174,7 +205,11 @@ def read_neusight(source: str | Path, *, ops: Iterable[str] | None = None, gpu: 
     ops : iterable of str, optional
         Only these ``OPName`` values (e.g. ``["bmm", "linear"]``).
     gpu : str, optional
-        Override the GPU spec stem (default: resolved from the ``Device`` column).
+        Override the GPU spec stem (default: resolved from the ``Device`` column); refused when the
+        source records several devices, which it would merge under one name.
+    devices : iterable of str, optional
+        Only the rows of these ``Device`` values (e.g. ``["Tesla T4"]``): import one device of a
+        multi-device file, e.g. to give it ``gpu=``.
     time_unit : str
         Unit of ``Latency`` (NeuSight records milliseconds).
     progress : bool, optional
@@ -199,12 +234,18 @@ def read_neusight(source: str | Path, *, ops: Iterable[str] | None = None, gpu: 
     versions: dict[str, set[str]] = {}
     rows_in = 0
     for f in _progress(files, total=len(files), desc="neusight", enabled=progress):
-        df, m, v = _read_one(f, wanted, gpu, factor, gpus)
+        df, m, v = _read_one(f, wanted, gpu, factor, gpus, None if devices is None else set(devices))
         frames.append(df)
         merged += m
         rows_in += len(df) + m
         for k, vals in v.items():
             versions.setdefault(k, set()).update(vals)
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        which = [f"ops {', '.join(sorted(wanted))}"] if wanted is not None else []
+        which += [f"devices {', '.join(sorted(devices))}"] if devices is not None else []
+        raise SweepError(f"{source}: no rows for {' and '.join(which) or 'any op'}; check ops= and devices= (the "
+                         "Device column names devices as NeuSight recorded them, e.g. 'Tesla T4')")
     out = pd.concat(frames, ignore_index=True)
     if merged:
         warn(f"{source}: merged {merged} repeated measurements of an already-recorded shape "

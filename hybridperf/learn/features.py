@@ -1,7 +1,7 @@
 """Design matrix for the learned models: analytical terms, parameters and GPU fields per sweep row."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 import numpy as np
@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from hybridperf.analytical.run import MODELS, TIME_MODELS, analyze
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import load_gpu
-from hybridperf.kernel import load_kernel
+from hybridperf.kernel import KernelDescriptor, parse_kernel_text, resolve_kernels
 from hybridperf.learn.baseline import (
     BASELINE_COLUMN,
     GROUP_COLUMNS,
@@ -24,7 +24,7 @@ from hybridperf.learn.baseline import (
 from hybridperf.learn.domain import training_domain
 from hybridperf.sweep import param_columns, size_metric
 
-__all__ = ["FEATURE_VERSION", "PARAM_FEATURE_PREFIXES", "SweepFeatures", "analytical_features"]
+__all__ = ["FEATURE_VERSION", "PARAM_FEATURE_PREFIXES", "SweepFeatures", "analytical_features", "descriptor_params"]
 
 FEATURE_VERSION = 1
 # Columns of the "params" feature set: the parameters themselves and the GPU's datasheet fields.
@@ -37,12 +37,11 @@ def _log(x: np.ndarray) -> np.ndarray:
         return np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), np.nan)
 
 
-def _group_features(kernel: str, gpu_name: str, rows: pd.DataFrame) -> pd.DataFrame:
-    desc = load_kernel(kernel)
-    gpu = load_gpu(gpu_name)
+def descriptor_params(desc: KernelDescriptor, rows: pd.DataFrame) -> pd.DataFrame:
+    """The descriptor's parameters of sweep rows (bare names): from size.*/config.* columns and, for
+    counter-described kernels, counter.*; empty cells take the parameter's default."""
     known = desc.parameters
     params = pd.DataFrame(index=rows.index)
-    # Parameters come from size.*/config.* columns and, for counter-described kernels, counter.*.
     for col in [*param_columns(rows), *(c for c in rows.columns if c.startswith("counter."))]:
         name = col.split(".", 1)[1]
         if name in known and name not in params:
@@ -51,6 +50,12 @@ def _group_features(kernel: str, gpu_name: str, rows: pd.DataFrame) -> pd.DataFr
             if np.isnan(v).any() and known[name].default is not None:
                 v = np.where(np.isnan(v), known[name].default, v)
             params[name] = v
+    return params
+
+
+def _group_features(desc: KernelDescriptor, gpu_name: str, rows: pd.DataFrame) -> pd.DataFrame:
+    gpu = load_gpu(gpu_name)
+    params = descriptor_params(desc, rows)
     res = analyze(desc, gpu, params.reset_index(drop=True), models=MODELS)
     t = res.terms
     mc, gp, sc, rf = t["mwp-cwp"], t["gpuperf"], t["scaled-counts"], t["roofline"]
@@ -95,12 +100,15 @@ def _group_features(kernel: str, gpu_name: str, rows: pd.DataFrame) -> pd.DataFr
     return out
 
 
-def analytical_features(df: pd.DataFrame, *, extra_params: Sequence[str] | None = None) -> pd.DataFrame:
+def analytical_features(df: pd.DataFrame, *, extra_params: Sequence[str] | None = None,
+                        kernels: Mapping[str, KernelDescriptor] | None = None) -> pd.DataFrame:
     """Features for every row of a sweep table (columns ``kernel``, ``gpu``, ``size.*``, ``config.*``).
 
     Rows are grouped by (kernel, gpu); each group's descriptor and spec run every analytical model
     once, vectorised. Parameters become features as given and, for size parameters, as log2.
-    Infeasible configurations get NaN analytical features and ``feasible = 0``.
+    Infeasible configurations get NaN analytical features and ``feasible = 0``. A row's kernel name
+    finds its descriptor in ``kernels`` (e.g. the copies a model keeps) first, else by
+    :func:`hybridperf.kernel.load_kernel`.
 
     Returns
     -------
@@ -112,7 +120,9 @@ def analytical_features(df: pd.DataFrame, *, extra_params: Sequence[str] | None 
         raise HybridperfError(f"sweep has no {missing[0]!r} column; features need kernel and gpu per row")
     index = df.index
     df = df.reset_index(drop=True)  # positional alignment: the caller's index may repeat labels
-    parts = [_group_features(str(k), str(g), rows) for (k, g), rows in df.groupby(["kernel", "gpu"], sort=False)]
+    descs = resolve_kernels(df["kernel"].astype(str).unique(), kernels)
+    parts = [_group_features(descs[str(k)], str(g), rows)
+             for (k, g), rows in df.groupby(["kernel", "gpu"], sort=False)]
     feats = pd.concat(parts).sort_index() if parts else pd.DataFrame(index=df.index)
     cols = list(param_columns(df)) + list(extra_params or [])
     for col in cols:
@@ -153,6 +163,8 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
     baseline_ : str or None, the fallback baseline for kernels never trained (None without baseline).
     columns_ : list of str, the output columns.
     domain_ : dict, the training domain (:func:`hybridperf.learn.domain.training_domain`).
+    descriptors_ : dict, kernel name -> the descriptor trained with; kept in the model file (its TOML
+        text), so a saved model computes its kernels' features without the descriptor files.
 
     ``fit``, ``transform`` and ``fit_transform`` accept ``features=``, the rows' precomputed
     :func:`analytical_features`, so that callers that refit often (the measure-next loop,
@@ -166,19 +178,22 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
         self.columns = columns
         self.group_ids = group_ids
 
-    def fit(self, X: pd.DataFrame, y: Any = None, *, features: pd.DataFrame | None = None) -> Self:
-        """Choose the baselines and fix the output columns from the training rows ``X`` and times ``y``."""
+    def fit(self, X: pd.DataFrame, y: Any = None, *, features: pd.DataFrame | None = None,
+            kernels: Mapping[str, KernelDescriptor] | None = None) -> Self:
+        """Choose the baselines and fix the output columns from the training rows ``X`` and times ``y``
+        (``kernels``: descriptors to use for kernel names before looking them up)."""
         rows = _rows(X)
         if self.columns not in ("all", "params"):
             raise HybridperfError(f"columns must be 'all' or 'params', got {self.columns!r}")
-        feats = analytical_features(rows) if features is None else features
+        self.descriptors_ = resolve_kernels(rows["kernel"].astype(str).unique(), kernels)
+        feats = analytical_features(rows, kernels=self.descriptors_) if features is None else features
         feasible = feats["feasible"].to_numpy() > 0
         if not feasible.all():
             raise HybridperfError(
                 f"{int((~feasible).sum())} measured rows are infeasible by the occupancy model (their descriptor "
                 "resources exceed the GPU's limits); fix the descriptor or the GPU spec"
             )
-        kernels = rows["kernel"].astype(str).to_numpy()
+        row_kernels = rows["kernel"].astype(str).to_numpy()
         if self.baseline == "none":
             mapping, fallback = {}, None
         elif self.baseline == "auto":
@@ -186,10 +201,10 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
                 raise HybridperfError("baseline='auto' chooses the baseline from measured times; pass y")
             y = np.asarray(y, dtype=np.float64)
             sizes = size_metric(rows) if self.size_aware and param_columns(rows, "size.") else None
-            mapping, fallback = choose_baselines(feats, y, kernels, rows["gpu"].to_numpy(), sizes)
+            mapping, fallback = choose_baselines(feats, y, row_kernels, rows["gpu"].to_numpy(), sizes)
         else:
             baseline_column(self.baseline)
-            mapping, fallback = {k: self.baseline for k in np.unique(kernels)}, self.baseline
+            mapping, fallback = {k: self.baseline for k in np.unique(row_kernels)}, self.baseline
         cols = [c for c in feats.columns if c != "feasible"]
         if self.columns == "params":
             cols = [c for c in cols if c.startswith(PARAM_FEATURE_PREFIXES)]
@@ -205,7 +220,7 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
         """The design matrix of rows ``X`` (float64 DataFrame aligned with ``X``; NaN for infeasible rows)."""
         check_is_fitted(self, "columns_")
         rows = _rows(X)
-        feats = analytical_features(rows) if features is None else features
+        feats = analytical_features(rows, kernels=self.descriptors_) if features is None else features
         if self.baseline_ is not None:
             feats = add_baseline(feats, rows["kernel"].astype(str).to_numpy(), self.baselines_, self.baseline_)
         if self.group_ids:
@@ -213,9 +228,11 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
         return feats.reindex(columns=self.columns_).astype(np.float64)
 
     def fit_transform(self, X: pd.DataFrame, y: Any = None, *, features: pd.DataFrame | None = None,
-                      **_: Any) -> pd.DataFrame:
-        feats = analytical_features(_rows(X)) if features is None else features
-        return self.fit(X, y, features=feats).transform(X, features=feats)
+                      kernels: Mapping[str, KernelDescriptor] | None = None, **_: Any) -> pd.DataFrame:
+        if features is None:
+            descs = resolve_kernels(_rows(X)["kernel"].astype(str).unique(), kernels)
+            features = analytical_features(X, kernels=descs)
+        return self.fit(X, y, features=features, kernels=kernels).transform(X, features=features)
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         check_is_fitted(self, "columns_")
@@ -225,7 +242,8 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
         """Parameters and fitted state as JSON values (for the model file)."""
         check_is_fitted(self, "columns_")
         return {"params": self.get_params(), "baselines_": dict(self.baselines_), "baseline_": self.baseline_,
-                "columns_": list(self.columns_), "domain_": self.domain_}
+                "columns_": list(self.columns_), "domain_": self.domain_,
+                **_descriptor_state(getattr(self, "descriptors_", {}))}
 
     @classmethod
     def from_dict(cls, doc: Any) -> SweepFeatures:
@@ -238,7 +256,10 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
             ft.baseline_ = None if doc["baseline_"] is None else str(doc["baseline_"])
             ft.columns_ = [str(c) for c in doc["columns_"]]
             ft.domain_ = dict(doc["domain_"])
+            ft.descriptors_ = _stored_descriptors(doc.get("descriptors_") or {}, doc.get("descriptor_texts_") or {})
         except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ModelFileError):
+                raise
             raise ModelFileError(f"model file feature state is malformed ({type(exc).__name__}: {exc}); "
                                  "retrain the model") from None
         for name in [*ft.baselines_.values(), *([ft.baseline_] if ft.baseline_ else [])]:
@@ -253,6 +274,37 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
         tags.input_tags.string = True
         tags.requires_fit = True
         return tags
+
+
+def _descriptor_state(descriptors: Mapping[str, KernelDescriptor]) -> dict[str, Any]:
+    """The model file's record of the descriptors: kernel name -> (descriptor name, sha256), and each
+    distinct TOML text once, by sha256 (a family descriptor serves many kernel names). Descriptors built
+    in memory (no text) are left out: their kernels are looked up by name when the model is loaded."""
+    kept = {k: d for k, d in sorted(descriptors.items()) if d.text}
+    return {"descriptors_": {k: {"name": d.name, "sha256": d.sha256} for k, d in kept.items()},
+            "descriptor_texts_": {d.sha256: d.text for d in kept.values()}}
+
+
+def _stored_descriptors(kernels: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, KernelDescriptor]:
+    """The descriptors a model file keeps, parsed by the descriptor reader (formulas through the safe
+    evaluator; no code runs) and checked against their recorded sha256."""
+    import hashlib
+
+    from hybridperf.learn.persist import ModelFileError
+
+    parsed = {}
+    for sha, text in texts.items():
+        if hashlib.sha256(text.encode("utf-8")).hexdigest() != sha:
+            raise ModelFileError(f"model file descriptor text {sha[:12]}... does not match its sha256; restore "
+                                 "or retrain the model")
+        parsed[sha] = parse_kernel_text(text, f"model file descriptor {sha[:12]}...")
+    out = {}
+    for key, entry in kernels.items():
+        desc = parsed.get(entry["sha256"])
+        if desc is None or desc.name != entry["name"]:
+            raise ModelFileError(f"model file descriptor of kernel {key!r} is missing or misnamed; retrain the model")
+        out[str(key)] = desc
+    return out
 
 
 def _rows(X: Any) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from sklearn.pipeline import Pipeline
 from hybridperf.analytical.mwp_cwp import REGIMES
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import load_gpu
-from hybridperf.kernel import load_kernel
+from hybridperf.kernel import KernelDescriptor, load_kernel, registered_kernel, resolve_kernels
 from hybridperf.learn.baseline import BASELINE_COLUMN, GROUP_COLUMNS, size_groups
 from hybridperf.learn.domain import REASON_COLUMNS, out_of_domain, reason_text
 from hybridperf.learn.estimator import HybridRegressor, default_booster
@@ -24,10 +24,12 @@ from hybridperf.learn.features import FEATURE_VERSION, SweepFeatures, analytical
 from hybridperf.learn.intervals import ConformalIntervals
 from hybridperf.learn.uncertainty import fit_intervals
 from hybridperf.progress import task
+from hybridperf.rowcheck import RowCheck, drop_bad_rows, drop_rows
 from hybridperf.sweep import param_columns, size_metric, training_rows
 
-__all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "fit_model", "load_model", "make_model",
-           "predict_rows", "rows_to_predict", "save_model", "size_bands", "train_model"]
+__all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "check_prediction_rows", "fit_model",
+           "load_model", "make_model", "model_kernels", "predict_rows", "rows_to_predict", "save_model", "size_bands",
+           "train_model"]
 
 # Feature columns beyond whose training range a row is an extrapolation in size (forward interval scores).
 EXTRAPOLATION_COLUMNS = r"^log2_size\."
@@ -85,6 +87,11 @@ class TrainedModel:
     @property
     def estimator(self) -> HybridRegressor:
         return self.pipeline.named_steps["hybrid"]
+
+    @property
+    def descriptors(self) -> dict[str, KernelDescriptor]:
+        """Kernel name -> the descriptor the model was trained with (kept in the model file)."""
+        return dict(getattr(self.features, "descriptors_", {}))
 
     @property
     def feature_columns(self) -> tuple[str, ...]:
@@ -178,7 +185,8 @@ def size_bands(rows: pd.DataFrame) -> np.ndarray | None:
 def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hybrid", coverage: float | None = 0.9,
                 booster_params: Mapping[str, Any] | None = None, groups: np.ndarray | None = None,
                 random_state: int = 0, tune_trials: int = 0, study_path: str | None = None, progress: bool = False,
-                provenance: Mapping[str, Any] | None = None) -> TrainedModel:
+                provenance: Mapping[str, Any] | None = None,
+                kernels: Mapping[str, KernelDescriptor] | None = None, strict: bool = False) -> TrainedModel:
     """Fit the product's model (:func:`make_model`) on the ok rows of one or more sweeps.
 
     Parameters
@@ -193,11 +201,24 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     tune_trials : optuna trials to tune the booster first (0: defaults); ``study_path`` resumes a
         study from that SQLite file.
     provenance : extra metadata to store (data hashes, command, ...).
+    kernels : descriptors of kernel names in the sweep, used before looking the names up
+        (:func:`hybridperf.kernel.load_kernel`); the model keeps a copy of every descriptor it used.
+    strict : stop (a HybridperfError) at the first invalid ok row rather than skip invalid rows with a
+        warning that counts them by reason: rows whose kernel or GPU is unknown or whose parameters
+        break their descriptor (:func:`hybridperf.rowcheck.check_rows`), and rows measured ok that the
+        occupancy model or a constraint calls infeasible (the descriptor or the spec is wrong for them).
     """
-    rows = training_rows(sweep)
-    y = rows["time_ms"].to_numpy(dtype=np.float64)
+    rows = drop_bad_rows(training_rows(sweep), kernels, strict=strict, what="training runs")
+    kernels = resolve_kernels(rows["kernel"].astype(str).unique(), kernels)
     with task(f"train: analytical features of {len(rows)} runs"):
-        feats = analytical_features(rows)
+        feats = analytical_features(rows, kernels=kernels)
+    feasible = feats["feasible"].to_numpy() > 0
+    if not feasible.all():
+        reason = "measured ok but infeasible for the descriptor and GPU spec (see 'hybridperf analyze')"
+        check = RowCheck(ok=feasible, reasons=np.where(feasible, "", reason), examples={})
+        rows = drop_rows(rows, check, strict=strict, what="training runs")
+        feats = feats.loc[feasible]
+    y = rows["time_ms"].to_numpy(dtype=np.float64)
     pipe = make_model(baseline=baseline, mode=mode, coverage=coverage, random_state=random_state)
     if groups is None:
         groups = size_bands(rows)
@@ -206,7 +227,7 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     if tune_trials and mode in ("hybrid", "boosting"):
         from hybridperf.learn.tuning import tune_booster
 
-        X = pipe.named_steps["features"].fit_transform(rows, y, features=feats)
+        X = pipe.named_steps["features"].fit_transform(rows, y, features=feats, kernels=kernels)
         best, score = tune_booster(X, y, baseline_column=None, template=pipe.named_steps["hybrid"],
                                    n_trials=tune_trials, storage=study_path, groups=groups, seed=random_state,
                                    progress=progress)
@@ -217,20 +238,23 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
         reg.set_params(**params)
     pipe.set_params(hybrid__regressor=reg)
     with task("train: fit the model and its intervals"):
-        fitted = fit_model(pipe, rows, y, features=feats, groups=groups, random_state=random_state)
+        fitted = fit_model(pipe, rows, y, features=feats, groups=groups, random_state=random_state, kernels=kernels)
     log_err = np.log(fitted.estimator.predict(fitted.features.transform(rows, features=feats))) - np.log(y)
-    return dataclasses.replace(fitted, metadata=_metadata(rows, len(sweep), reg, tuning, log_err, provenance))
+    meta = _metadata(rows, len(sweep), reg, tuning, log_err, provenance, fitted.descriptors)
+    return dataclasses.replace(fitted, metadata=meta)
 
 
 def fit_model(pipe: Pipeline, rows: pd.DataFrame, y: np.ndarray, *, features: pd.DataFrame | None = None,
-              groups: np.ndarray | None = None, random_state: int = 0) -> TrainedModel:
+              groups: np.ndarray | None = None, random_state: int = 0,
+              kernels: Mapping[str, KernelDescriptor] | None = None) -> TrainedModel:
     """Fit a :func:`make_model` pipeline on ok rows and times, and its intervals when it has a coverage.
 
     ``features`` passes the rows' precomputed :func:`analytical_features`; ``groups`` the ordered
     out-of-fold groups (default: none; :func:`train_model` passes :func:`size_bands`).
     """
-    feats = analytical_features(rows) if features is None else features
-    pipe.fit(rows, y, features__features=feats, hybrid__groups=groups)
+    kernels = resolve_kernels(rows["kernel"].astype(str).unique(), kernels)
+    feats = analytical_features(rows, kernels=kernels) if features is None else features
+    pipe.fit(rows, y, features__features=feats, features__kernels=kernels, hybrid__groups=groups)
     est = pipe.named_steps["hybrid"]
     intervals = None
     if est.coverage is not None:
@@ -242,7 +266,7 @@ def fit_model(pipe: Pipeline, rows: pd.DataFrame, y: np.ndarray, *, features: pd
 
 
 def _metadata(rows: pd.DataFrame, n_sweep: int, reg: Any, tuning: Mapping[str, Any], log_err: np.ndarray,
-              provenance: Mapping[str, Any] | None) -> dict[str, Any]:
+              provenance: Mapping[str, Any] | None, kernels: Mapping[str, KernelDescriptor]) -> dict[str, Any]:
     import sklearn
     import xgboost
 
@@ -250,7 +274,7 @@ def _metadata(rows: pd.DataFrame, n_sweep: int, reg: Any, tuning: Mapping[str, A
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "feature_version": FEATURE_VERSION,
         "n_rows": int(len(rows)), "n_dropped_not_ok": int(n_sweep - len(rows)),
-        "kernels": {k: load_kernel(k).sha256 for k in sorted(rows["kernel"].unique())},
+        "kernels": {k: kernels[k].sha256 for k in sorted(rows["kernel"].astype(str).unique())},
         "gpus": {g: load_gpu(g).sha256 for g in sorted(rows["gpu"].unique())},
         "versions": {"python": platform.python_version(), "numpy": np.__version__, "pandas": pd.__version__,
                      "scikit-learn": sklearn.__version__, "xgboost": xgboost.__version__},
@@ -276,29 +300,83 @@ def rows_to_predict(model: TrainedModel, *, rows: str | Path | None = None, kern
     gpu = gpu or (gpus[0] if len(gpus) == 1 else None)
     if kernel is None or gpu is None:
         raise HybridperfError(f"the model covers kernels {kernels} and GPUs {gpus}; name one with --kernel and --gpu")
-    return grid_rows(kernel, gpu, values or {})
+    desc = model.descriptors.get(kernel) if registered_kernel(kernel) is None else None
+    return grid_rows(desc or kernel, gpu, values or {})
+
+
+def model_kernels(model: TrainedModel, rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | None = None
+                  ) -> tuple[pd.DataFrame, dict[str, KernelDescriptor]]:
+    """The rows (kernel names canonical) and the descriptors to compute their features with a model.
+
+    The model's own copies come first. A descriptor given in ``kernels`` or registered in this process
+    under a name the model holds must have the same sha256 (same file), else a HybridperfError says to
+    retrain; other names are looked up. Rows that name a descriptor file whose descriptor the model
+    holds under its name are renamed to that name (so the training domain applies to them).
+    """
+    own = model.descriptors
+    out = dict(own)
+    names = rows["kernel"].astype(str)
+    rename = {}
+    for name in names.unique():
+        other = (kernels or {}).get(name) or registered_kernel(name)
+        if other is None and name not in own and name.endswith(".toml") and Path(name).is_file():
+            other = load_kernel(name)
+            if other.name in own and other.sha256 == own[other.name].sha256:
+                rename[name] = other.name
+                continue
+        if other is None:
+            continue
+        if name in own and other.sha256 != own[name].sha256:
+            raise HybridperfError(
+                f"kernel {name}: the descriptor given ({other.path or 'in memory'}) differs from the copy the model "
+                "was trained with; retrain the model with it, or name the kernel without a path to use the model's "
+                "copy")
+        out[name] = other
+    if rename:
+        rows = rows.assign(kernel=names.replace(rename))
+    return rows, out
+
+
+def check_prediction_rows(model: TrainedModel, rows: pd.DataFrame, *, strict: bool = False) -> pd.DataFrame:
+    """Rows to predict without those the model cannot (unknown kernel or GPU, parameters outside their
+    descriptor): counted by reason in a warning, or a HybridperfError with ``strict``
+    (:func:`hybridperf.rowcheck.drop_bad_rows`)."""
+    rows, descs = model_kernels(model, rows)
+    return drop_bad_rows(rows, descs, strict=strict, what="rows to predict")
 
 
 def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None, *,
-                 features: pd.DataFrame | None = None) -> pd.DataFrame:
+                 features: pd.DataFrame | None = None,
+                 kernels: Mapping[str, KernelDescriptor] | None = None) -> pd.DataFrame:
     """Predict time and interval, regime, limiter and the out-of-domain reasons of each row.
 
     ``rows`` holds kernel, gpu, size.* and config.* columns (no time needed); ``features`` may pass
-    their precomputed :func:`analytical_features`. Infeasible rows get NaN times and ``feasible =
-    False`` with the occupancy/constraint reason left to ``analyze``. The reason columns are those
-    of :func:`hybridperf.learn.domain.out_of_domain`, with ``out_of_domain`` (any reason) and
-    ``ood_reason`` (a sentence); the interval widens with each reason (see ConformalIntervals).
+    their precomputed :func:`analytical_features`. Kernel names find the descriptors the model was
+    trained with, then ``kernels``, then the lookup (:func:`model_kernels`). Infeasible rows get NaN
+    times and ``feasible = False`` with the occupancy/constraint reason left to ``analyze``. The
+    reason columns are those of :func:`hybridperf.learn.domain.out_of_domain`, with
+    ``out_of_domain`` (any reason) and ``ood_reason`` (a sentence); the interval widens with each
+    reason (see ConformalIntervals). A kernel the model never trained on is predicted with the
+    fallback baseline, the average calibration and the learned residual; its interval is the one
+    held-out kernels showed in training, or unbounded where training could not measure it.
     """
-    feats = analytical_features(rows) if features is None else features
+    rows, descs = model_kernels(model, rows, kernels)
+    feats = analytical_features(rows, kernels=descs) if features is None else features
     X = model.features.transform(rows, features=feats)
     est = model.estimator
     pred, lo, hi = est.predict_with_interval(X, coverage)
     reasons = out_of_domain(rows, model.features.domain_, feats["regime"].to_numpy())
     cov = est.coverage if coverage is None else coverage
+    unseen = reasons["ood_kernel"].to_numpy(dtype=bool)
     if model.intervals is not None and cov is not None:
         half = model.intervals.half_width(X, reasons, rows["kernel"], cov)
-        with np.errstate(invalid="ignore"):
+        ivs = model.intervals
+        if len(ivs.scores.get("kernel", ())) < ivs.min_bin or not np.isfinite(ivs.quantile("kernel", cov)):
+            half = np.where(unseen, np.inf, half)  # no leave-kernel-out fit measured this shift (one kernel)
+        with np.errstate(invalid="ignore", over="ignore"):
             lo, hi = pred * np.exp(-half), pred * np.exp(half)
+    elif cov is not None:  # the plain interval knows nothing of kernels never trained
+        lo, hi = np.where(unseen, 0.0, lo), np.where(unseen, np.inf, hi)
     out = pd.DataFrame(index=rows.index)
     out["time_ms"] = pred
     out["lo_ms"] = lo

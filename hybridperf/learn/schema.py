@@ -6,7 +6,7 @@ from typing import Any
 
 from hybridperf.analytical.run import TIME_MODELS
 from hybridperf.learn.modes import CALIBRATIONS, MODES
-from hybridperf.limits import MAX_MODEL_BYTES
+from hybridperf.limits import MAX_MODEL_BYTES, MAX_TOML_BYTES
 
 __all__ = ["BOOSTER_PARAM_SCHEMA", "MAX_FEATURES", "body_schema", "validate_body"]
 
@@ -108,7 +108,14 @@ _FEATURES = _obj({
         "regimes": {**_numbers(0, 1000, max_items=1000)},
     }, required=["gpus"]) | {"patternProperties": {  # the flat layout of models trained before the sizes/configs one
         r"^size\.": _array(_FINITE, 2, minItems=2), r"^config\.": {**_numbers(max_items=256), "minItems": 1}}}},
-})
+    # The descriptors trained with: kernel name -> (descriptor name, sha256), and each TOML text once by
+    # sha256 (read by the descriptor parser: formulas, never code).
+    "descriptors_": {"type": "object", "maxProperties": 100_000,
+                     "additionalProperties": _obj({"name": _NAME, "sha256": _SHA})},
+    "descriptor_texts_": {"type": "object", "maxProperties": 1000, "additionalProperties": False,
+                          "patternProperties": {"^[0-9a-f]{64}$": {"type": "string", "minLength": 1,
+                                                                  "maxLength": MAX_TOML_BYTES}}},
+}, required=["params", "baselines_", "baseline_", "columns_", "domain_"])
 
 _ESTIMATOR = _obj({
     "params": _obj({

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hybridperf.errors import RecordError, UnknownGPUError
+from hybridperf.devices import match_device
+from hybridperf.errors import RecordError
 from hybridperf.hardware import GPUSpec, list_gpus, load_gpu
 
 __all__ = ["DeviceInfo", "match_gpu_spec", "no_gpu_error", "open_device", "session_provenance"]
@@ -112,10 +113,11 @@ def match_gpu_spec(device_name: str, compute_capability: str, sm_count: int, mem
                 f"--gpu {requested} is compute capability {spec.compute_capability} but the device "
                 f"{device_name!r} is {compute_capability}; pass the spec of the GPU you run on")
         return spec
-    try:
-        return load_gpu(device_name)
-    except UnknownGPUError:
-        pass
+    match = match_device(device_name)
+    if match.spec is not None:
+        return match.spec
+    if match.listed:  # a known device without a spec: its reason beats a guess by SM count
+        raise RecordError(f"device {device_name!r}: {match.reason}; or pass --gpu NAME or a spec file")
     specs = list_gpus() if specs is None else list(specs)
     same = [s for s in specs if s.compute_capability == compute_capability and s.sm_count == sm_count]
     if len(same) > 1:

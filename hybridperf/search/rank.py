@@ -14,7 +14,7 @@ import pandas as pd
 from hybridperf.analytical.run import TIME_MODELS
 from hybridperf.errors import DescriptorError, HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
-from hybridperf.kernel import KernelDescriptor, load_kernel
+from hybridperf.kernel import KernelDescriptor, kernel_key, load_kernel
 from hybridperf.progress import task
 from hybridperf.search.chunks import (
     OBJECTIVES,
@@ -342,7 +342,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
         on_front, in_top_k, register_spill[, memory_bound]), the counts of every stage and what
         pruning dropped.
     """
-    desc = load_kernel(kernel)
+    desc = load_kernel(kernel, known=None if model is None else model.descriptors)
     spec = load_gpu(gpu)
     if configs is not None and space_overrides:
         raise HybridperfError("give either configs (explicit configurations) or space_overrides, not both")
@@ -353,9 +353,9 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     n = desc.space_size() if explicit is None else len(explicit)
     mode = _prune_mode(prune, pareto)
     k = max(top, math.ceil(FILL * n)) if top_k is None else resolve_top_k(top_k, n)
-    space = RankSpace(kernel=desc, gpu=spec, sizes=_sizes(desc, sizes), kernel_key=desc.key, gpu_key=spec.key,
+    space = RankSpace(kernel=desc, gpu=spec, sizes=_sizes(desc, sizes), kernel_key=kernel_key(desc), gpu_key=spec.key,
                       screen_bandwidth=screen_bandwidth, prune=mode, model=model, keep=top, top_k=k,
-                      configs=explicit)  # with_space keeps the descriptor's path, so desc.key is the user's
+                      configs=explicit)  # with_space keeps the path and sha256, so the key is unchanged
     total = _scan_all(space, chunk_rows, progress, client)
     short, fallback = total.shortlist, False
     if screen_bandwidth and short.kept.empty and total.unscreened is not None and not total.unscreened.kept.empty:

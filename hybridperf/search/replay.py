@@ -1,6 +1,7 @@
 """Replay of the measure-next loop on a recorded exhaustive sweep: trajectories, seeds and strategies side by side."""
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,7 +75,24 @@ class Comparison:
         return df[["strategy", "seed", *[c for c in df.columns if c not in ("strategy", "seed")]]] if parts else df
 
 
+def _row_names(sweep: pd.DataFrame, kernel: str, gpu: str) -> tuple[str, str]:
+    """The kernel and GPU names the rows carry for what the user named (a descriptor file or alias, a GPU
+    alias), where the given text itself names no row."""
+    from hybridperf.hardware import load_gpu
+    from hybridperf.kernel import load_kernel
+
+    k, g = str(kernel), str(gpu)
+    if not sweep["kernel"].astype(str).eq(k).any():
+        with contextlib.suppress(HybridperfError):
+            k = load_kernel(k).name
+    if not sweep["gpu"].astype(str).eq(g).any():
+        with contextlib.suppress(HybridperfError):
+            g = load_gpu(g).key
+    return k, g
+
+
 def _group(sweep: pd.DataFrame, kernel: str, gpu: str, sizes: Mapping[str, float] | None) -> pd.DataFrame:
+    kernel, gpu = _row_names(sweep, kernel, gpu)
     rows = sweep.loc[(sweep["kernel"].astype(str) == str(kernel)) & (sweep["gpu"].astype(str) == str(gpu))]
     for name, v in (sizes or {}).items():
         col = f"size.{name}"

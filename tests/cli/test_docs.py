@@ -23,7 +23,7 @@ from hybridperf.datasets import load_dataset
 from hybridperf.importers import export_kernel_tuner
 from hybridperf.learn.model import train_model
 from hybridperf.sweepfile import write_sweep
-from tests.paths import GPA_FIXTURES, SWEEP_FIXTURES
+from tests.paths import GPA_FIXTURES, SWEEP_FIXTURES, raw
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -110,8 +110,17 @@ def _interop(d: Path) -> None:
         .to_csv(d / "space.csv", index=False)
 
 
+def _own_kernel(d: Path) -> None:
+    """docs/own-kernel.md: the benchmark hub's convolution caches it imports, and the finished descriptor it
+    shows (the page's toml block; the user writes it from the template `kernels new` makes)."""
+    for gpu in ("A4000", "A100"):
+        shutil.copy(raw("kt-benchmark-hub", "cachefiles", "convolution_milo", f"{gpu}.json.gz"), d)
+    toml = re.search(r"```toml\n(.*?)```", (ROOT / "docs" / "own-kernel.md").read_text(), flags=re.S).group(1)
+    (d / "my-conv2d.toml").write_text(toml)
+
+
 SETUPS: dict[str, Callable[[Path], None]] = {"README.md": _readme, "ranking.md": _ranking,
-                                             "kernel-tuner-interop.md": _interop}
+                                             "kernel-tuner-interop.md": _interop, "own-kernel.md": _own_kernel}
 
 
 def _after_ranking(d: Path) -> None:
@@ -129,7 +138,24 @@ def _after_readme(d: Path) -> None:
         assert (d / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
 
 
-AFTER: dict[str, Callable[[Path], None]] = {"ranking.md": _after_ranking, "README.md": _after_readme}
+def _after_own_kernel(d: Path) -> None:
+    """The template parsed from the runs; the models keep the descriptor; the imported rows carry its name;
+    the page's Python block runs."""
+    from hybridperf.kernel import unregister_kernel
+
+    assert "block_size_x = { values = [16, 32, 48" in (d / "my-conv2d.template.toml").read_text()
+    for model in ("conv-a4000.json", "conv.json"):
+        assert "my-conv2d" in json.loads((d / model).read_text())["body"]["features"]["descriptors_"]
+    assert pd.read_parquet(d / "a100.parquet")["kernel"].eq("my-conv2d").all()
+    code = re.search(r"```python\n(.*?)```", (ROOT / "docs" / "own-kernel.md").read_text(), flags=re.S).group(1)
+    try:
+        exec(compile(code, "docs/own-kernel.md", "exec"), {})  # the page's own example
+    finally:
+        unregister_kernel("my-conv2d")
+
+
+AFTER: dict[str, Callable[[Path], None]] = {"ranking.md": _after_ranking, "README.md": _after_readme,
+                                            "own-kernel.md": _after_own_kernel}
 
 
 # -- the tests ---------------------------------------------------------------------------------------------
@@ -141,16 +167,22 @@ def test_the_docs_have_commands() -> None:
     assert sum(c.argv[0] == "suggest" for c in ALL if c.doc == "ranking.md") >= 3
 
 
-_FILE = re.compile(r"\.(json|csv|csv\.gz|parquet|toml|zip|db)$")
+_FILE = re.compile(r"\.(json|json\.gz|csv|csv\.gz|parquet|toml|zip|db)$")
 
 
 def _parses(argv: list[str], folder: Path) -> None:
-    """Parse ``argv`` in ``folder``, where every file name it mentions exists (the argument types check inputs)."""
+    """Parse ``argv`` in ``folder``, where every file name it mentions exists (the argument types check inputs:
+    a descriptor named by --kernel is read, so .toml files hold a valid one)."""
+    from hybridperf.kernel import load_kernel
+    from hybridperf.registry import registration_scope
+
     for word in argv:
         for name in word.split("="):
             if _FILE.search(name) and "/" not in name:
-                (folder / name).write_text("{}\n")
-    build_parser().parse_args(argv)
+                text = Path(load_kernel("seed004-matvec").path).read_text() if name.endswith(".toml") else "{}\n"
+                (folder / name).write_text(text)
+    with registration_scope():
+        build_parser().parse_args(argv)
 
 
 @pytest.mark.parametrize("cmd", ALL, ids=str)

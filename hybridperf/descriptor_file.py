@@ -1,0 +1,163 @@
+"""Reading kernel descriptor TOML (a file, or the text a model file keeps) into KernelDescriptors."""
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from hybridperf.descriptor import FORMAT_VERSION, KernelDescriptor, Param, check_space
+from hybridperf.errors import DescriptorError
+from hybridperf.formula import Formula, compile_formula
+from hybridperf.inputs import read_input
+from hybridperf.limits import MAX_TOML_BYTES
+from hybridperf.profile import LAUNCH_KEYS, OPTIONAL_COUNTS, REQUIRED_COUNTS
+from hybridperf.tomlfile import check_document, parse_toml
+
+__all__ = ["parse_kernel_file", "parse_kernel_text", "read_toml_bytes"]
+
+_TOP_KEYS = {"format_version", "name", "aliases", "matches", "description", "source", "sizes", "config", "space",
+             "launch", "counts", "notes"}
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+_PARAM_KEYS = {"default", "values", "min", "max", "description"}
+
+
+def _num(path: str | Path, where: str, v: Any) -> float:
+    if isinstance(v, bool):
+        return float(v)
+    try:
+        ok = isinstance(v, (int, float)) and math.isfinite(float(v))
+    except OverflowError:
+        ok = False
+    if not ok:
+        raise DescriptorError(f"{path}: {where} must be a finite number, got {str(v)[:30]}")
+    return float(v)
+
+
+def _params(path: str | Path, doc: dict[str, Any], section: str) -> tuple[Param, ...]:
+    table = doc.get(section, {})
+    if not isinstance(table, dict):
+        raise DescriptorError(f"{path}: [{section}] must be a table of parameters")
+    out = []
+    for name, spec in table.items():
+        if not name.isidentifier():
+            raise DescriptorError(f"{path}: [{section}] parameter name {name!r} must be an identifier")
+        if not isinstance(spec, dict):
+            raise DescriptorError(f"{path}: [{section}].{name} must be a table like {{ default = 1 }}")
+        unknown = set(spec) - _PARAM_KEYS
+        if unknown:
+            raise DescriptorError(f"{path}: [{section}].{name} has unknown key {sorted(unknown)[0]!r}; "
+                                  f"allowed: {', '.join(sorted(_PARAM_KEYS))}")
+        values = spec.get("values")
+        if values is not None:
+            if not isinstance(values, list) or not values:
+                raise DescriptorError(f"{path}: [{section}].{name}.values must be a non-empty list")
+            values = tuple(_num(path, f"[{section}].{name}.values", v) for v in values)
+        default = spec.get("default")
+        default = None if default is None else _num(path, f"[{section}].{name}.default", default)
+        if values is not None and default is not None and default not in values:
+            raise DescriptorError(f"{path}: [{section}].{name}.default {default:g} is not among its values")
+        out.append(Param(
+            name=name, default=default, values=values,
+            min=None if spec.get("min") is None else _num(path, f"[{section}].{name}.min", spec["min"]),
+            max=None if spec.get("max") is None else _num(path, f"[{section}].{name}.max", spec["max"]),
+            description=str(spec.get("description", "")),
+        ))
+    return tuple(out)
+
+
+def _formulas(path: str | Path, doc: dict[str, Any],
+              allowed: set[str]) -> tuple[dict[str, Formula], dict[str, Formula]]:
+    """The [launch] and [counts] formulas; later formulas may use earlier results (launch first, then
+    the required, then the optional counts)."""
+    launch_t, counts_t = doc.get("launch", {}), doc.get("counts", {})
+    for section, table, keys in (("launch", launch_t, LAUNCH_KEYS),
+                                 ("counts", counts_t, REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS))):
+        if not isinstance(table, dict):
+            raise DescriptorError(f"{path}: [{section}] must be a table of formulas")
+        bad = set(table) - set(keys)
+        if bad:
+            raise DescriptorError(f"{path}: [{section}] has unknown formula name {sorted(bad)[0]!r}; "
+                                  f"allowed: {', '.join(keys)}")
+    missing = [f"launch.{k}" for k in LAUNCH_KEYS if k not in launch_t]
+    missing += [f"counts.{k}" for k in REQUIRED_COUNTS if k not in counts_t]
+    if missing:
+        raise DescriptorError(f"{path}: missing formula {missing[0]}; see docs/kernel-descriptor-format.md")
+    launch = {k: compile_formula(launch_t[k], where=f"{path} [launch].{k}", allowed=allowed) for k in LAUNCH_KEYS}
+    allowed = allowed | set(LAUNCH_KEYS) | set(REQUIRED_COUNTS)
+    counts: dict[str, Formula] = {}
+    for k in REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS):
+        if k in counts_t:
+            counts[k] = compile_formula(counts_t[k], where=f"{path} [counts].{k}", allowed=allowed)
+        allowed.add(k)
+    return launch, counts
+
+
+def _constraints(path: str | Path, doc: dict[str, Any], allowed: set[str]) -> tuple[Formula, ...]:
+    space = doc.get("space", {})
+    if not isinstance(space, dict) or set(space) - {"constraints"}:
+        raise DescriptorError(f"{path}: [space] takes only constraints = [\"...\"]")
+    cons = space.get("constraints", [])
+    if not isinstance(cons, list):
+        raise DescriptorError(f"{path}: [space].constraints must be a list of formula strings")
+    return tuple(compile_formula(c, where=f"{path} [space].constraints[{i}]", allowed=allowed)
+                 for i, c in enumerate(cons))
+
+
+def _strings(path: str | Path, doc: dict[str, Any], key: str, what: str) -> tuple[str, ...]:
+    items = doc.get(key, [])
+    if not isinstance(items, list) or not all(isinstance(a, str) and a for a in items):
+        raise DescriptorError(f"{path}: {key} must be a list of {what}")
+    return tuple(items)
+
+
+def _name(where: str | Path, doc: dict[str, Any]) -> str:
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise DescriptorError(f"{where}: missing name; add name = \"...\"")
+    if not _NAME.fullmatch(name) or name.lower().endswith(".toml"):
+        raise DescriptorError(f"{where}: name {name[:40]!r} must start with a letter or digit and hold only letters, "
+                              "digits and - _ . + (sweep rows carry it; a path is not a name)")
+    return name
+
+
+def _build(raw: bytes, doc: dict[str, Any], where: str | Path, path: str) -> KernelDescriptor:
+    check_document(doc, where, DescriptorError, "descriptor", FORMAT_VERSION, _TOP_KEYS)
+    name = _name(where, doc)
+    sizes, config = _params(where, doc, "sizes"), _params(where, doc, "config")
+    dup = set(p.name for p in sizes) & set(p.name for p in config)
+    if dup:
+        raise DescriptorError(f"{where}: parameter {sorted(dup)[0]!r} is both a size and a config parameter")
+    params = {p.name for p in sizes + config}
+    launch, counts = _formulas(where, doc, params)
+    return check_space(KernelDescriptor(
+        name=name, sizes=sizes, config=config, launch=launch, counts=counts,
+        constraints=_constraints(where, doc, params), aliases=_strings(where, doc, "aliases", "names"),
+        matches=_strings(where, doc, "matches", "glob patterns such as \"aiwc-*\""),
+        description=str(doc.get("description", "")),
+        source=str(doc.get("source", "")), path=path, sha256=hashlib.sha256(raw).hexdigest(),
+        text=raw.decode("utf-8"),
+    ), "of [config]")
+
+
+def parse_kernel_file(path: str | Path, raw: bytes | None = None) -> KernelDescriptor:
+    """The descriptor in a TOML file (a DescriptorError naming the file, the field and the fix if malformed);
+    ``raw``: the file's bytes, when the caller has read them already."""
+    path = Path(path)
+    if raw is None:
+        raw = read_toml_bytes(path)
+    return _build(raw, parse_toml(raw, path, DescriptorError), path, str(path))
+
+
+def read_toml_bytes(path: str | Path) -> bytes:
+    """A descriptor file's bytes, read within the TOML size limit (a regular file only)."""
+    return read_input(Path(path), error=DescriptorError, what="descriptor", max_bytes=MAX_TOML_BYTES,
+                      decompress=False)
+
+
+def parse_kernel_text(text: str, where: str) -> KernelDescriptor:
+    """The descriptor in TOML text (e.g. the copy a model file keeps), checked like a file; ``where`` names
+    it in errors. Formulas go through the same safe evaluator: nothing in the text is run as code."""
+    raw = text.encode("utf-8")
+    return _build(raw, parse_toml(raw, where, DescriptorError), where, "")

@@ -1,0 +1,48 @@
+"""kernels check: a descriptor compared with recorded runs (feasibility, each model's rank correlation, counters)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from hybridperf.datasets import load_dataset
+from hybridperf.kernel import load_kernel
+from hybridperf.kernel_check import check_descriptor
+from hybridperf.learn.features import analytical_features, descriptor_params
+
+
+def test_static_checks_name_unused_parameters() -> None:
+    res = check_descriptor("kt-hotspot")
+    assert res.feasibility is None and res.space == load_kernel("kt-hotspot").space_size()
+    assert any(n.startswith("config parameter nvml_gr_clock enters no formula") for n in res.notes)
+
+
+def test_feasibility_and_rank_correlations_against_the_runs() -> None:
+    runs = load_dataset("kt-pnpoly")
+    res = check_descriptor("kt-pnpoly", runs, gpus=["geforce-rtx-3060-laptop"])
+    table = res.feasibility
+    assert table.loc["ok"].get("infeasible", 0) == 0 and table.loc["failed", "infeasible"] > 0
+    rows = runs[runs["gpu"] == "geforce-rtx-3060-laptop"].reset_index(drop=True)
+    assert res.runs == len(rows) == int(table.to_numpy().sum())
+    feats = analytical_features(rows)
+    ok = ((rows["status"] == "ok") & (feats["feasible"] > 0)).to_numpy()
+    for model, col in (("gpuperf", "log_gpuperf_ms"), ("roofline", "log_roofline_ms")):
+        row = res.models[(res.models["model"] == model)].iloc[0]
+        rho = spearmanr(feats[col].to_numpy()[ok], np.log(rows["time_ms"].to_numpy()[ok])).statistic
+        assert row["runs"] == ok.sum() and row["spearman"] == pytest.approx(rho, abs=1e-12)
+
+
+def test_counters_that_measure_a_field() -> None:
+    runs = load_dataset("ktt-coulomb")
+    res = check_descriptor("ktt-coulomb-sum-3d", runs)
+    regs = res.counters.set_index("counter").loc["counter.registers_per_thread"]
+    assert regs["field"] == "registers_per_thread"
+    assert regs["runs"] == runs["counter.registers_per_thread"].notna().sum()
+    # the descriptor's register estimate against the compiler's counts, row by row
+    desc = load_kernel("ktt-coulomb-sum-3d")
+    params = descriptor_params(desc, runs)  # empty cells (merged sources) take the defaults
+    counted = np.broadcast_to(desc.profile({k: v.to_numpy() for k, v in params.items()}).registers_per_thread,
+                              len(runs))
+    measured = runs["counter.registers_per_thread"].to_numpy(np.float64)
+    has = np.isfinite(measured)
+    assert regs["median_ratio"] == pytest.approx(np.median(measured[has] / counted[has]))

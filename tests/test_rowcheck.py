@@ -1,0 +1,47 @@
+"""Per-row checks: invalid rows are counted and grouped by reason, skipped with a warning or refused with strict."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hybridperf.errors import HybridperfError
+from hybridperf.rowcheck import check_rows, drop_bad_rows
+
+
+def rows() -> pd.DataFrame:
+    # seed004-matvec: N >= 1, BLOCK in 32..1024 (powers of two); BLOCK has a default, N too.
+    return pd.DataFrame({
+        "kernel": ["seed004-matvec"] * 6 + ["nope", "seed004-matvec"],
+        "gpu": ["titan-v"] * 5 + ["gtx-9999", "titan-v", "titan-v"],
+        "size.N": [1024, 0, 2048, 4096, np.nan, 1024, 1, 512],
+        "config.BLOCK": [256, 256, 300, 100, 128, 64, 32, np.nan],
+    })
+
+
+def test_reasons_are_grouped_and_counted() -> None:
+    check = check_rows(rows())
+    np.testing.assert_array_equal(check.ok, [True, False, False, False, True, False, False, True])
+    reasons = list(check.reasons)
+    assert reasons[1] == "seed004-matvec: N is below its minimum 1"
+    assert reasons[2] == reasons[3] == "seed004-matvec: BLOCK is not an allowed value"
+    assert reasons[5].startswith("runs on a GPU without a spec") and "unknown kernel 'nope'" in reasons[6]
+    assert check.examples[reasons[5]] == " (gtx-9999)"
+    line = check.summary()
+    assert line.startswith("5 of 8 rows are invalid: 2 x seed004-matvec: BLOCK is not an allowed value (e.g. 300)")
+    assert "\n" not in line and len(line) < 400
+
+
+def test_skipped_with_a_warning_or_refused_when_strict() -> None:
+    with pytest.warns(UserWarning, match=r"5 of 8 rows are invalid: .*; skipped them \(pass --strict to stop"):
+        kept = drop_bad_rows(rows())
+    assert list(kept.index) == [0, 4, 7]
+    with pytest.raises(HybridperfError, match="5 of 8 rows are invalid"):
+        drop_bad_rows(rows(), strict=True)
+    with pytest.raises(HybridperfError, match="nothing left to use"):
+        drop_bad_rows(rows().iloc[[1, 2]])
+
+
+def test_without_names_only_known_kernels_parameters_are_checked() -> None:
+    check = check_rows(rows(), names=False)
+    assert list(np.flatnonzero(~check.ok)) == [1, 2, 3]

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from hybridperf.cli.output import dump_json, predicted_names, records, short_regimes, write_table
-from hybridperf.cli.render import print_note, print_table
+from hybridperf.cli.render import format_value, print_note, print_table
 from hybridperf.evaluation.splits import SPLIT_DESCRIPTIONS
 
 __all__ = ["add_commands"]
@@ -93,8 +93,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
         show = short_regimes(out).rename(columns=lambda c: param_name(c) + (" (default)" if c in defaults else "")
                           if c in params else c)
         measured = [c for c in ("time_ms",) if c in out.columns]
-        print_table(show, [show.columns[out.columns.get_loc(c)] for c in params]
-                    + ["pred_ms", "pred_lo_ms", "pred_hi_ms", *measured, "regime", "limiter", "out_of_domain",
+        # Parameters equal on every row go above the table, so the prediction and its interval keep their columns.
+        fixed = [c for c in ["kernel", "gpu", *params] if out[c].nunique(dropna=False) == 1]
+        if fixed:
+            print_note("for " + ", ".join(f"{param_name(c)}={format_value(out[c].iloc[0])}"
+                                          + (" (default)" if c in defaults else "") for c in fixed))
+        print_table(show, [show.columns[out.columns.get_loc(c)] for c in ["kernel", "gpu", *params] if c not in fixed]
+                    + ["pred_ms", "pred_lo_ms", "pred_hi_ms", *measured, "out_of_domain", "regime", "limiter",
                        "ood_reason"])
         print_note(f"pred_lo_ms..pred_hi_ms: {cov:.0%} conformal interval; out_of_domain: outside the training range "
                    "or unseen values" + ("; time_ms: measured, from --rows" if measured else ""))

@@ -28,7 +28,10 @@ def test_predict_table_json_csv(model_path: str, capsys) -> None:
     assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048,65536", "--wide"]) == 0
     out = capsys.readouterr().out
     assert "pred_ms" in out and "beyond the trained range" in out
-    assert "BLOCK (default)" in out and "BLOCK=256" in out  # the descriptor default the prediction used
+    assert "BLOCK=256 (default)" in out  # the descriptor default the prediction used, above the table (one value)
+    assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048", "--set", "BLOCK=128,256"]) == 0
+    out = capsys.readouterr().out  # a parameter that varies keeps its column; the fixed ones are listed above
+    assert "for kernel=seed004-matvec, gpu=titan-v, N=2048" in out and "BLOCK" in out.split("pred_ms")[0]
     assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     rows = doc["rows"]

@@ -7,7 +7,6 @@ import pytest
 
 from hybridperf.analytical.run import analyze
 from hybridperf.errors import DescriptorError, HybridperfError
-from hybridperf.search.chunks import chunk_ranges, space_rows
 from hybridperf.search.pareto import pareto_mask
 from hybridperf.search.rank import rank_configs
 
@@ -16,16 +15,8 @@ from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
 
 def _all(kernel, overrides, models=("occupancy", "ryoo", "roofline")):
     k = kernel.with_space({n: tuple(map(float, v)) for n, v in overrides.items()})
-    cfg = space_rows(k, 0, k.space_size())
+    cfg = pd.concat(list(k.config_space()), ignore_index=True)
     return cfg, analyze(k, GPU, cfg.assign(**SIZES), models=list(models))
-
-
-def test_space_rows_follow_config_space_order(kernel) -> None:
-    k = kernel.with_space({n: tuple(map(float, v)) for n, v in SMALL.items()})
-    want = pd.concat(list(k.config_space(1000)), ignore_index=True)
-    got = pd.concat([space_rows(k, a, b) for a, b in chunk_ranges(k.space_size(), 777)], ignore_index=True)
-    pd.testing.assert_frame_equal(got, want)
-    assert chunk_ranges(10, 4) == [(0, 4), (4, 8), (8, 10)]
 
 
 def test_counts_and_front_match_a_brute_force_pass(kernel) -> None:
@@ -135,8 +126,10 @@ def test_a_1e5_space_streams(capsys) -> None:
 
 
 def test_errors_are_one_line_and_say_how_to_fix(model) -> None:
-    with pytest.raises(DescriptorError, match="is a config parameter"):
-        rank_configs(None, DESCRIPTOR, GPU, {"BX": 4})
+    with pytest.raises(DescriptorError, match=r"--set BX=3 is not among the descriptor's values"):
+        rank_configs(None, DESCRIPTOR, GPU, {"N": 4096, "BX": 3})
+    with pytest.raises(HybridperfError, match="both fixed"):
+        rank_configs(None, DESCRIPTOR, GPU, {"N": 4096, "BX": 4}, space_overrides={"BX": [4, 16]})
     with pytest.raises(DescriptorError, match="unknown"):
         rank_configs(None, DESCRIPTOR, GPU, {"Q": 4})
     with pytest.raises(HybridperfError, match="one problem size at a time"):

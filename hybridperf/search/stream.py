@@ -1,0 +1,113 @@
+"""Scanning a ranking space chunk by chunk, in this process or on a Dask cluster, merged into one result.
+
+The solver's space is cut into units of work (:meth:`ConfigSpace.split`: partial configurations
+whose completions a worker builds and scans chunk by chunk), explicit configurations into row
+ranges. Every unit's result is merged with :func:`merge_chunks`, which is exact in any order, and
+the configurations the solver pruned are counted by constraint on the way.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hybridperf.search.chunks import ChunkResult, RankSpace, chunk_ranges, merge_chunks, scan_configs, with_pruned
+from hybridperf.search.space import Prefix
+
+__all__ = ["scan_space", "scan_unit"]
+
+Unit = Prefix | tuple[int, int] | None  # None: the solver's whole space, in this process
+
+
+def _empty(space: RankSpace) -> ChunkResult:
+    if space.configs is not None:
+        return scan_configs(space, space.configs.iloc[:0])
+    names = space.kernel.config_names
+    frame = pd.DataFrame({"index": np.zeros(0, dtype=np.int64), **{n: np.zeros(0) for n in names}})
+    return scan_configs(space, frame)
+
+
+def _delta(counts: Mapping[str, int], seen: dict[str, int]) -> dict[str, int]:
+    out = {k: v - seen.get(k, 0) for k, v in counts.items() if v != seen.get(k, 0)}
+    seen.update(counts)
+    return out
+
+
+def _stream(space: RankSpace, unit: Unit, chunk_rows: int) -> Iterator[ChunkResult]:
+    """Chunk results of one unit; each carries the configurations the solver pruned since the last one."""
+    if isinstance(unit, tuple):
+        assert space.configs is not None
+        yield scan_configs(space, space.configs.iloc[unit[0]:unit[1]])
+        return
+    assert space.solver is not None
+    counts: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for cfg in space.solver.chunks(chunk_rows, start=unit, pruned=counts):
+        yield with_pruned(scan_configs(space, cfg), _delta(counts, seen))
+    rest = _delta(counts, seen)
+    if rest:
+        yield with_pruned(_empty(space), rest)
+
+
+def scan_unit(space: RankSpace, unit: Unit, chunk_rows: int) -> ChunkResult:
+    """One unit of work scanned and merged (what a Dask worker runs)."""
+    total: ChunkResult | None = None
+    for part in _stream(space, unit, chunk_rows):
+        total = part if total is None else merge_chunks(total, part, space)
+    return _empty(space) if total is None else total
+
+
+def _parts(space: RankSpace, chunk_rows: int, client: Any) -> Iterator[ChunkResult]:
+    if client is None:
+        if space.configs is not None:
+            for r in chunk_ranges(len(space.configs), chunk_rows):
+                yield from _stream(space, r, chunk_rows)
+        else:
+            yield from _stream(space, None, chunk_rows)
+        return
+    from distributed import as_completed
+
+    units: list[Any]
+    if space.configs is not None:
+        units = chunk_ranges(len(space.configs), chunk_rows)
+    else:
+        pruned: dict[str, int] = {}
+        units = space.solver.split(4 * max(1, sum(client.nthreads().values())), pruned)  # type: ignore[union-attr]
+        yield with_pruned(_empty(space), pruned)
+    remote = client.scatter(space, broadcast=True)
+    futures = client.map(scan_unit, [remote] * len(units), units, [chunk_rows] * len(units), pure=False)
+    for fut in as_completed(futures):
+        yield fut.result()
+        fut.release()
+
+
+def scan_space(space: RankSpace, *, chunk_rows: int = 200_000, progress: bool = False,
+               client: Any = None) -> ChunkResult:
+    """Scan every configuration of ``space`` and merge the chunks' results (exact in any order).
+
+    Memory stays bounded by one chunk (``chunk_rows`` configurations) and the shortlist per
+    process. ``client``: a ``distributed.Client``; the units then run on its workers.
+    ``progress``: a tqdm bar on stderr, counting configurations accounted for (scanned or pruned).
+    """
+    from hybridperf.errors import HybridperfError
+
+    if chunk_rows < 1:
+        raise HybridperfError(f"chunk_rows must be at least 1, got {chunk_rows}")
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=space.size(), unit="cfg", unit_scale=True, file=sys.stderr, desc=f"rank {space.kernel.name}")
+    total: ChunkResult | None = None
+    try:
+        for part in _parts(space, chunk_rows, client):
+            total = part if total is None else merge_chunks(total, part, space)
+            if bar is not None:
+                bar.update(part.n_rows)
+    finally:
+        if bar is not None:
+            bar.close()
+    return _empty(space) if total is None else total

@@ -208,17 +208,19 @@ def _untrained_values(space: RankSpace) -> list[str]:
 def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu: GPUSpec | str,
                  sizes: Mapping[str, Any], *, space_overrides: Mapping[str, Sequence[float]] | None = None,
                  configs: pd.DataFrame | None = None, top: int = 10, prune: str = "union", top_k: float | None = None,
-                 screen_bandwidth: bool = False, pareto: bool | None = None, chunk_rows: int = 200_000,
-                 progress: bool = False, client: Any = None) -> RankResult:
+                 screen_bandwidth: bool = False, pareto: bool | None = None, chunk_rows: int = 50_000,
+                 progress: bool = False, client: Any = None, jobs: int = 1) -> RankResult:
     """Enumerate a kernel's configuration space, prune it, and rank the survivors by predicted time.
 
-    Stages: every configuration of the descriptor's ``[config]`` value lists (optionally
-    restricted by ``space_overrides``, or the rows of ``configs``) is checked against the
-    ``[space]`` constraints and the GPU's occupancy limits (infeasible ones are counted by
-    reason); Ryoo et al.'s efficiency and utilization (seed 003 Eqs. 1-2) are computed and, with
-    a model, every feasible configuration's time is predicted, chunk by chunk; with
-    ``screen_bandwidth`` roofline memory-bound configurations are removed first (seed 003 Sec.
-    5.3); then ``prune`` selects the shortlist:
+    Stages: the space is the descriptor's ``[config]`` value lists, with the config parameters
+    given in ``sizes`` fixed and ``space_overrides`` restricting others, built by a constraint
+    solver that never forms a configuration breaking a ``[space]`` constraint (counted by the
+    constraint that ruled it out, :class:`hybridperf.search.space.ConfigSpace`); or exactly the
+    configurations of ``configs``. Each is checked against the GPU's occupancy limits
+    (infeasible ones are counted by reason); Ryoo et al.'s efficiency and utilization (seed 003
+    Eqs. 1-2) are computed and, with a model, every feasible configuration's time is predicted,
+    chunk by chunk; with ``screen_bandwidth`` roofline memory-bound configurations are removed
+    first (seed 003 Sec. 5.3); then ``prune`` selects the shortlist:
 
     - ``"union"`` (default): the Pareto front over efficiency, utilization (maximised) and the
       model's predicted time (minimised), united with the model's k fastest predicted
@@ -239,11 +241,14 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     model : TrainedModel or None
         Predicts the times. ``None``: prune only, rank by efficiency.
     kernel, gpu : descriptor / spec, or a shipped name or TOML path.
-    sizes : mapping of size parameter -> value (one problem size; defaults fill the rest).
+    sizes : mapping of parameter -> one value: the problem size (defaults fill the rest) and any
+        config parameter to fix (``--set filter_width=15``), which is then not searched.
     space_overrides : mapping of config parameter -> allowed values (a subset of the descriptor's).
-    configs : explicit configurations to rank instead of the descriptor's Cartesian product (one
-        row each; ``config.*`` columns, as in a sweep, or columns named after the parameters; a
-        missing parameter or empty cell takes its default). ``index`` then refers to its rows.
+    configs : explicit configurations to rank instead of the descriptor's space (one row each;
+        ``config.*`` columns, as in a sweep, or columns named after the parameters; a missing
+        parameter or empty cell takes its default; see :func:`hybridperf.search.user_space.user_space`
+        for rows of other kernels or sizes and duplicates). ``index`` then refers to its rows;
+        fixes and ``space_overrides`` keep the rows that match them.
     top : number of candidates in ``RankResult.table``.
     prune : ``"union"``, ``"ryoo"`` or ``"none"`` (see above).
     top_k : the union's k: None (fill to :data:`FILL` of the feasible configurations, at least
@@ -255,6 +260,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     chunk_rows : configurations per chunk; memory stays bounded by one chunk plus the shortlist.
     progress : show a tqdm bar on stderr.
     client : optional ``distributed.Client``; the same chunk function then runs on the cluster.
+    jobs : threads of this process scanning chunks side by side (without a client).
 
     Returns
     -------
@@ -272,7 +278,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     space = RankSpace(kernel=us.kernel, gpu=spec, sizes=us.sizes, kernel_key=us.kernel.key, gpu_key=spec.key,
                       screen_bandwidth=screen_bandwidth, prune=mode, model=model, keep=top, top_k=k,
                       solver=us.space, configs=us.candidates)  # with_space keeps the path: key is the user's
-    total = scan_space(space, chunk_rows=chunk_rows, progress=progress, client=client)
+    total = scan_space(space, chunk_rows=chunk_rows, progress=progress, client=client, jobs=jobs)
     short, fallback = total.shortlist, False
     if screen_bandwidth and short.kept.empty and total.unscreened is not None and not total.unscreened.kept.empty:
         short, fallback = total.unscreened, True

@@ -120,9 +120,13 @@ class ConfigSpace:
         for block in _walk(self, plan, start, chunk_rows, counts):
             buffer.append(block)
             held += len(block)
-            if held >= chunk_rows:
-                yield self._frame(buffer)
-                buffer, held = [], 0
+            while held >= chunk_rows:  # exactly chunk_rows per chunk, the rest carried over
+                frame = self._frame(buffer)
+                yield frame.iloc[:chunk_rows].reset_index(drop=True)
+                rest = frame.iloc[chunk_rows:]
+                buffer = [Prefix(level=start.level, index=rest["index"].to_numpy(),
+                                 columns={n: rest[n].to_numpy() for n in self.names})] if len(rest) else []
+                held = len(rest)
         if held:
             yield self._frame(buffer)
 

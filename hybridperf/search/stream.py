@@ -22,12 +22,14 @@ __all__ = ["scan_space", "scan_unit"]
 Unit = Prefix | tuple[int, int] | None  # None: the solver's whole space, in this process
 
 
-def _empty(space: RankSpace) -> ChunkResult:
+def _empty_configs(space: RankSpace) -> pd.DataFrame:
     if space.configs is not None:
-        return scan_configs(space, space.configs.iloc[:0])
-    names = space.kernel.config_names
-    frame = pd.DataFrame({"index": np.zeros(0, dtype=np.int64), **{n: np.zeros(0) for n in names}})
-    return scan_configs(space, frame)
+        return space.configs.iloc[:0]
+    return pd.DataFrame({"index": np.zeros(0, dtype=np.int64), **{n: np.zeros(0) for n in space.kernel.config_names}})
+
+
+def _empty(space: RankSpace) -> ChunkResult:
+    return scan_configs(space, _empty_configs(space))
 
 
 def _delta(counts: Mapping[str, int], seen: dict[str, int]) -> dict[str, int]:
@@ -36,37 +38,60 @@ def _delta(counts: Mapping[str, int], seen: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def _stream(space: RankSpace, unit: Unit, chunk_rows: int) -> Iterator[ChunkResult]:
-    """Chunk results of one unit; each carries the configurations the solver pruned since the last one."""
+def _work(space: RankSpace, unit: Unit, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, dict[str, int]]]:
+    """The chunks of configurations of one unit, each with what the solver pruned since the last one."""
     if isinstance(unit, tuple):
         assert space.configs is not None
-        yield scan_configs(space, space.configs.iloc[unit[0]:unit[1]])
+        yield space.configs.iloc[unit[0]:unit[1]], {}
+        return
+    if space.configs is not None:  # unit None: every explicit configuration
+        for a, b in chunk_ranges(len(space.configs), chunk_rows):
+            yield space.configs.iloc[a:b], {}
         return
     assert space.solver is not None
     counts: dict[str, int] = {}
     seen: dict[str, int] = {}
     for cfg in space.solver.chunks(chunk_rows, start=unit, pruned=counts):
-        yield with_pruned(scan_configs(space, cfg), _delta(counts, seen))
+        yield cfg, _delta(counts, seen)
     rest = _delta(counts, seen)
     if rest:
-        yield with_pruned(_empty(space), rest)
+        yield _empty_configs(space), rest
+
+
+def _scan(space: RankSpace, cfg: pd.DataFrame, pruned: dict[str, int]) -> ChunkResult:
+    return with_pruned(scan_configs(space, cfg), pruned)
 
 
 def scan_unit(space: RankSpace, unit: Unit, chunk_rows: int) -> ChunkResult:
     """One unit of work scanned and merged (what a Dask worker runs)."""
     total: ChunkResult | None = None
-    for part in _stream(space, unit, chunk_rows):
+    for cfg, pruned in _work(space, unit, chunk_rows):
+        part = _scan(space, cfg, pruned)
         total = part if total is None else merge_chunks(total, part, space)
     return _empty(space) if total is None else total
 
 
-def _parts(space: RankSpace, chunk_rows: int, client: Any) -> Iterator[ChunkResult]:
+def _threaded(space: RankSpace, chunk_rows: int, jobs: int) -> Iterator[ChunkResult]:
+    """Chunks scanned by ``jobs`` threads of this process (numpy, pandas and xgboost release the GIL in
+    their heavy loops); at most ``jobs + 1`` chunks are held at a time."""
+    from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        running: set[Future[ChunkResult]] = set()
+        for cfg, pruned in _work(space, None, chunk_rows):
+            running.add(pool.submit(_scan, space, cfg, pruned))
+            if len(running) > jobs:
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                yield from (f.result() for f in done)
+        yield from (f.result() for f in running)
+
+
+def _parts(space: RankSpace, chunk_rows: int, client: Any, jobs: int) -> Iterator[ChunkResult]:
+    if client is None and jobs > 1:
+        yield from _threaded(space, chunk_rows, jobs)
+        return
     if client is None:
-        if space.configs is not None:
-            for r in chunk_ranges(len(space.configs), chunk_rows):
-                yield from _stream(space, r, chunk_rows)
-        else:
-            yield from _stream(space, None, chunk_rows)
+        yield from (_scan(space, cfg, pruned) for cfg, pruned in _work(space, None, chunk_rows))
         return
     from distributed import as_completed
 
@@ -84,18 +109,21 @@ def _parts(space: RankSpace, chunk_rows: int, client: Any) -> Iterator[ChunkResu
         fut.release()
 
 
-def scan_space(space: RankSpace, *, chunk_rows: int = 200_000, progress: bool = False,
-               client: Any = None) -> ChunkResult:
+def scan_space(space: RankSpace, *, chunk_rows: int = 50_000, progress: bool = False, client: Any = None,
+               jobs: int = 1) -> ChunkResult:
     """Scan every configuration of ``space`` and merge the chunks' results (exact in any order).
 
     Memory stays bounded by one chunk (``chunk_rows`` configurations) and the shortlist per
-    process. ``client``: a ``distributed.Client``; the units then run on its workers.
+    process and thread. ``client``: a ``distributed.Client``; the units then run on its workers.
+    ``jobs``: threads of this process that scan chunks side by side (without a client).
     ``progress``: a tqdm bar on stderr, counting configurations accounted for (scanned or pruned).
     """
     from hybridperf.errors import HybridperfError
 
     if chunk_rows < 1:
         raise HybridperfError(f"chunk_rows must be at least 1, got {chunk_rows}")
+    if jobs < 1:
+        raise HybridperfError(f"jobs must be at least 1, got {jobs}")
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -103,7 +131,7 @@ def scan_space(space: RankSpace, *, chunk_rows: int = 200_000, progress: bool = 
         bar = tqdm(total=space.size(), unit="cfg", unit_scale=True, file=sys.stderr, desc=f"rank {space.kernel.name}")
     total: ChunkResult | None = None
     try:
-        for part in _parts(space, chunk_rows, client):
+        for part in _parts(space, chunk_rows, client, jobs):
             total = part if total is None else merge_chunks(total, part, space)
             if bar is not None:
                 bar.update(part.n_rows)

@@ -10,31 +10,33 @@ from hybridperf.cli.output import clean, dump_json, print_table, progress_enable
 __all__ = ["add_commands"]
 
 
-def _rank(args: argparse.Namespace, model: Any) -> Any:
-    from hybridperf.grid import parse_assignments, single_values
+def _candidates(args: argparse.Namespace) -> Any:
+    from hybridperf.sweepfile import read_rows
+
+    return read_rows(args.candidates) if args.candidates else None
+
+
+def _space(args: argparse.Namespace) -> dict[str, tuple[float, ...]] | None:
+    from hybridperf.grid import parse_assignments
     from hybridperf.limits import MAX_SPACE_ROWS
-    from hybridperf.search.rank import rank_configs
 
     space = {k: tuple(v) for k, v in parse_assignments(args.space or [], "--space", max_rows=MAX_SPACE_ROWS).items()}
-    client = _dask_client(args.dask) if args.dask else None
-    return rank_configs(model, args.kernel, args.gpu, single_values(parse_assignments(args.set)),
-                        space_overrides=space or None, top=args.top, screen_bandwidth=args.screen_bandwidth,
-                        prune="none" if args.no_pareto else args.prune, top_k=args.top_k,
-                        chunk_rows=args.chunk_rows, progress=progress_enabled(args), client=client)
+    return space or None
 
 
-def _dask_client(address: str) -> Any:
-    from hybridperf.errors import UsageError
+def _rank(args: argparse.Namespace, model: Any) -> Any:
+    from contextlib import nullcontext
 
-    try:
-        from distributed import Client
-    except ImportError:
-        raise UsageError("--dask needs the dask extra: pip install 'hybridperf[dask]'") from None
-    try:
-        return Client(address, timeout="5s")
-    except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        raise UsageError(f"--dask {address}: cannot reach a Dask scheduler ({type(exc).__name__}: "
-                         f"{' '.join(str(exc).split())[:100]}); check the address, e.g. tcp://host:8786") from None
+    from hybridperf.grid import parse_assignments, single_values
+    from hybridperf.search.cluster import dask_client
+    from hybridperf.search.rank import rank_configs
+
+    values, space, cands = single_values(parse_assignments(args.set)), _space(args), _candidates(args)
+    with dask_client(args.dask) if args.dask else nullcontext() as client:
+        return rank_configs(model, args.kernel, args.gpu, values, space_overrides=space, configs=cands, top=args.top,
+                            screen_bandwidth=args.screen_bandwidth, prune="none" if args.no_pareto else args.prune,
+                            top_k=args.top_k, chunk_rows=args.chunk_rows, progress=progress_enabled(args),
+                            client=client, jobs=args.jobs)
 
 
 def _model(args: argparse.Namespace) -> Any:
@@ -43,8 +45,20 @@ def _model(args: argparse.Namespace) -> Any:
     return load_model(args.model) if args.model else None
 
 
+def _write_rank_picks(res: Any, path: str) -> None:
+    from hybridperf.search.picks import write_picks_table
+
+    table = res.rows()
+    for c in ("rank", "time_ms", "lo_ms", "hi_ms", "tie_with_best", "out_of_domain", "ood_reason"):
+        table[c] = res.candidates[c].to_numpy()
+    write_picks_table(table.head(len(res.table)), path, {"prune": res.prune, "space_size": res.space_size,
+                                                         "feasible": res.n_feasible, "fixed": dict(res.fixed)})
+
+
 def cmd_rank(args: argparse.Namespace) -> int:
     res = _rank(args, _model(args))
+    if args.output:
+        _write_rank_picks(res, args.output)
     if args.json:
         dump_json({"counts": records(res.counts()), "pruning": {k: clean(v) for k, v in res.pruning().items()},
                    "notes": list(res.notes), "table": records(res.table)})
@@ -53,6 +67,8 @@ def cmd_rank(args: argparse.Namespace) -> int:
         res.candidates.to_csv(sys.stdout, index=False)
         return 0
     print(res.describe_pruning())
+    if res.fixed:
+        print("fixed (not searched): " + ", ".join(f"{k}={v:g}" for k, v in res.fixed.items()))
     print_table(res.counts())
     for note in res.notes:
         print(f"note: {note}")
@@ -61,6 +77,10 @@ def cmd_rank(args: argparse.Namespace) -> int:
     print_table(show, [c for c in show.columns if c not in ("index", "efficiency", "utilization", "ood_reason")])
     print("\ntie_with_best: the interval overlaps the best candidate's; measure these rather than trust their order")
     print("on_front / in_top_k: kept by the Pareto front / among the model's top-k fastest predicted")
+    if res.table["out_of_domain"].any():
+        print("out_of_domain: outside the model's training data (see the notes); its time is an extrapolation")
+    if args.output:
+        print(f"wrote the top {len(res.table)} picks to {args.output}")
     return 0
 
 
@@ -78,14 +98,10 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     from hybridperf.datasets import load_sources
     from hybridperf.grid import parse_assignments, single_values
     from hybridperf.search.measure_next import space_candidates, suggest_next, write_picks
-    from hybridperf.sweepfile import read_rows, read_sweep
+    from hybridperf.sweepfile import read_sweep
 
-    sizes = single_values(parse_assignments(args.set))
-    if args.candidates:
-        cands = read_rows(args.candidates)
-    else:
-        space = {k: tuple(v) for k, v in parse_assignments(args.space or [], "--space").items()}
-        cands = space_candidates(args.kernel, args.gpu, sizes, space_overrides=space or None)
+    values = single_values(parse_assignments(args.set))
+    cands = space_candidates(args.kernel, args.gpu, values, space_overrides=_space(args), candidates=_candidates(args))
     measured = read_sweep(args.measured) if args.measured else None  # a bad file fails before the model loads
     source = _model(args) if args.model else load_sources(args.prior_data)[0] if args.prior_data else None
     sug = suggest_next(source, cands, measured, prior=args.prior, budget=args.budget, seed=args.seed,
@@ -194,8 +210,11 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
                    help="model file (without one: Ryoo efficiency order)")
     s.add_argument("--kernel", required=True)
     s.add_argument("--gpu", required=True)
-    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size (repeatable)")
+    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="problem size, or a config parameter to fix (not searched) (repeatable)")
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
+    s.add_argument("--candidates", type=t.input_file,
+                   help="rank exactly these configurations (a sweep, e.g. the recorded one, or rows of config.*)")
     s.add_argument("--top", type=t.positive_int, default=10)
     s.add_argument("--screen-bandwidth", action="store_true", help="drop roofline memory-bound configs first")
     s.add_argument("--prune", choices=PRUNE_MODES, default="union",
@@ -206,9 +225,14 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
                    help="the union keeps the model's K fastest: a count, or a share of the feasible configurations "
                         f"(default: as many as fill the shortlist to {FILL:.0%} of the feasible, at least --top)")
     s.add_argument("--no-pareto", action="store_true", help="alias of --prune none")
-    s.add_argument("--chunk-rows", type=t.count(5_000_000), default=200_000,
-                   help="configs per streamed chunk (bounds memory)")
-    s.add_argument("--dask", metavar="ADDRESS", help="run the chunks on this Dask scheduler")
+    s.add_argument("--chunk-rows", type=t.count(5_000_000), default=50_000,
+                   help="configs per streamed chunk (bounds memory: about 3 kB per config with a model)")
+    s.add_argument("--jobs", type=t.count(256), default=1, help="threads scanning chunks side by side")
+    s.add_argument("--dask", metavar="ADDRESS",
+                   help="run the chunks on Dask: local (a local cluster, a worker per core), local:N, or a "
+                        "scheduler's address (tcp://host:8786)")
+    s.add_argument("-o", "--output", help="write the top picks: .csv/.parquet (rows to measure) or .json "
+                                          "(Kernel Tuner configurations for PicksStrategy)")
     s.add_argument("--quiet", action="store_true")
 
 
@@ -225,16 +249,19 @@ def add_commands(sub: Any) -> None:
     s = sub.add_parser("suggest", help="the next batch of configurations to measure (and whether to stop)")
     s.add_argument("--kernel", required=True)
     s.add_argument("--gpu", required=True)
-    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size (repeatable)")
+    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="problem size, or a config parameter to fix (not searched) (repeatable)")
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
     s.add_argument("--candidates", type=t.input_file,
-                   help="rows to choose from (e.g. 'rank --csv' output) instead of the whole space")
+                   help="choose from exactly these configurations (a sweep, e.g. the recorded one, or 'rank -o' "
+                        "picks) instead of the whole space")
     s.add_argument("--measured", type=t.input_file, help="sweep of the runs measured so far (failed rows included)")
     s.add_argument("--budget", type=t.count(1_000_000),
                    help="measurements planned in all (scales the start and the batch)")
     _loop_args(s)
     s.add_argument("--seed", type=t.seed, default=0)
-    s.add_argument("-o", "--output", help="write the batch: .json (Kernel Tuner configurations), .csv or .parquet")
+    s.add_argument("-o", "--output", help="write the batch: .json (Kernel Tuner configurations for PicksStrategy), "
+                                          ".csv or .parquet (rows to measure)")
     fmt = s.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true", help="the batch as CSV rows")

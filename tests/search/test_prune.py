@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hybridperf.analytical.run import TIME_MODELS, analyze
 from hybridperf.errors import DescriptorError, HybridperfError
 from hybridperf.search.chunks import RankSpace, merge_chunks, scan_configs, with_pruned
-from hybridperf.search.user_space import user_space
 from hybridperf.search.rank import rank_configs, resolve_top_k
+from hybridperf.search.user_space import user_space
 
 from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
 

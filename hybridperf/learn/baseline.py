@@ -78,7 +78,7 @@ def _forward_error(resid: np.ndarray, pairs: np.ndarray, sizes: np.ndarray) -> f
 def add_baseline(features: pd.DataFrame, kernels: np.ndarray, mapping: Mapping[str, str],
                  fallback: str) -> pd.DataFrame:
     """Copy of ``features`` with :data:`BASELINE_COLUMN`: each row's kernel's chosen baseline (log ms)."""
-    out = features.copy()
+    out = features.copy(deep=False)  # a new column only: the data is shared, not copied
     col = np.full(len(out), np.nan)
     uniq, inv = np.unique(np.asarray(kernels).astype(str), return_inverse=True)
     chosen = np.array([mapping.get(k, fallback) for k in uniq], dtype=object)[inv.reshape(-1)]
@@ -97,7 +97,7 @@ def _ids(names: np.ndarray) -> np.ndarray:
 
 def add_group_ids(features: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     """Copy of ``features`` with the :data:`GROUP_COLUMNS` ids of each row's (kernel, gpu) and kernel."""
-    out = features.copy()
+    out = features.copy(deep=False)  # a new column only: the data is shared, not copied
     kern = rows["kernel"].astype(str).to_numpy()
     out[GROUP_COLUMNS[0]] = _ids((rows["kernel"].astype(str) + "|" + rows["gpu"].astype(str)).to_numpy())
     out[GROUP_COLUMNS[1]] = _ids(kern)

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
 
 __all__ = ["OBJECTIVES", "PRUNE_MODES", "ChunkResult", "RankSpace", "Shortlist", "analytical_time_column",
-           "chunk_ranges", "config_rows", "fill_k", "merge_chunks", "predict_configs", "predict_times",
-           "prediction_rows", "scan_configs", "trim_top_k", "with_pruned"]
+           "by_time_only", "chunk_ranges", "config_rows", "fill_k", "merge_chunks", "predict_configs", "predict_times",
+           "prediction_rows", "scan_configs", "trim_top_k", "with_pruned",
+           "with_ryoo_metrics"]
 
 OBJECTIVES = ["efficiency", "utilization"]  # Ryoo et al. (seed 003 Eqs. 1-2), both maximised
 # union: Pareto front over Ryoo's metrics and the time, plus the model's top-k; ryoo: the paper's
@@ -167,6 +168,49 @@ def _select(df: pd.DataFrame, space: RankSpace) -> Shortlist:
     return Shortlist(kept=kept, n_dropped=int((~keep).sum()), best_dropped_ms=_nanmin(dropped))
 
 
+def by_time_only(space: RankSpace) -> bool:
+    """Whether the scan needs the model's time alone (``prune="none"`` with a model, no screening): Ryoo's
+    metrics are then output columns, computed for the final candidates only (:func:`with_ryoo_metrics`)."""
+    return space.prune == "none" and space.model is not None and not space.screen_bandwidth
+
+
+def _scan_by_time(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
+    """:func:`scan_configs` for :func:`by_time_only`: one analysis per configuration, the model's features,
+    which carry feasibility, register spills and whether Ryoo's metrics are defined (the reasons of the
+    infeasible ones come from an occupancy analysis of those alone)."""
+    from hybridperf.learn.features import analytical_features
+    from hybridperf.learn.model import predict_times as model_times
+
+    names = list(space.kernel.config_names)
+    params = cfg[names].reset_index(drop=True)
+    rows = prediction_rows(space, params)
+    feats = analytical_features(rows)
+    ok = feats["feasible"].to_numpy() > 0
+    defined = np.isfinite(feats["log_ryoo_efficiency"].to_numpy()) & np.isfinite(feats["ryoo_utilization"].to_numpy())
+    reason = np.full(len(params), "", dtype=object)
+    if (~ok).any():
+        sub = params.loc[~ok].assign(**space.sizes)
+        reason[~ok] = analyze(space.kernel, space.gpu, sub, models=["occupancy"]).reason
+    reason[ok & ~defined] = _UNDEFINED
+    ok &= defined
+    surv = params.loc[ok].reset_index(drop=True)
+    surv.insert(0, "index", cfg["index"].to_numpy(dtype=np.int64)[ok])
+    surv["efficiency"], surv["utilization"] = np.nan, np.nan
+    surv["register_spill"] = feats["register_spill"].to_numpy()[ok] > 0
+    surv["time_ms"] = model_times(space.model, rows.loc[ok], features=feats.loc[ok]) if ok.any() else np.zeros(0)
+    return ChunkResult(n_rows=len(cfg), infeasible=_counts(reason[~ok]), n_screened=0, shortlist=_select(surv, space))
+
+
+def with_ryoo_metrics(space: RankSpace, kept: pd.DataFrame) -> pd.DataFrame:
+    """``kept`` with Ryoo's efficiency and utilization (seed 003 Eqs. 1-2) where :func:`by_time_only` left them out."""
+    if not by_time_only(space) or kept.empty:
+        return kept
+    params = kept[list(space.kernel.config_names)].reset_index(drop=True).assign(**space.sizes)
+    ry = analyze(space.kernel, space.gpu, params, models=["occupancy", "ryoo"]).terms["ryoo"]
+    return kept.assign(efficiency=ry["efficiency"].to_numpy(dtype=np.float64),
+                       utilization=ry["utilization"].to_numpy(dtype=np.float64))
+
+
 def scan_configs(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
     """Evaluate configurations (``cfg``: an ``index`` column and one column per config parameter):
     feasibility, Ryoo metrics, predicted times, screening, shortlist.
@@ -179,6 +223,8 @@ def scan_configs(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
     assume memory bandwidth is not the bottleneck). The shortlist is the chunk's part of
     :func:`_select`.
     """
+    if by_time_only(space):
+        return _scan_by_time(space, cfg)
     names = list(space.kernel.config_names)
     params = cfg[names].reset_index(drop=True)
     index = cfg["index"].to_numpy(dtype=np.int64)

@@ -14,7 +14,15 @@ from hybridperf.analytical.run import TIME_MODELS
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor
-from hybridperf.search.chunks import OBJECTIVES, RankSpace, config_rows, fill_k, predict_configs, trim_top_k
+from hybridperf.search.chunks import (
+    OBJECTIVES,
+    RankSpace,
+    config_rows,
+    fill_k,
+    predict_configs,
+    trim_top_k,
+    with_ryoo_metrics,
+)
 from hybridperf.search.stream import scan_space
 from hybridperf.search.user_space import user_space
 from hybridperf.sweep import param_columns, param_name
@@ -288,7 +296,8 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
         final_k = fill_k(short, int(FILL * n_sel), top) if top_k is None else resolve_top_k(top_k, n_sel)
         short = trim_top_k(short, space, min(final_k, space.top_k))
         space = dataclasses.replace(space, top_k=min(final_k, space.top_k))
-    ranked = _rank(space, predict_configs(space, short.kept.sort_values("index").reset_index(drop=True)))
+    kept = with_ryoo_metrics(space, short.kept.sort_values("index").reset_index(drop=True))
+    ranked = _rank(space, predict_configs(space, kept))
     front = mode != "none"
     filled = top_k is None and mode == "union" and space.n_top > 0
     res = RankResult(kernel=space.kernel_key, gpu=space.gpu_key, sizes=dict(space.sizes), table=ranked.head(top),

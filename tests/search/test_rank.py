@@ -84,7 +84,7 @@ def test_model_ranking_intervals_and_ties(model) -> None:
 
 
 @pytest.mark.parametrize("how", [{"prune": "none"}, {"pareto": False}])
-def test_without_pruning_the_fastest_predicted_are_kept(model, small_sweep, how) -> None:
+def test_without_pruning_the_fastest_predicted_are_kept(model, kernel, small_sweep, how) -> None:
     from hybridperf.learn.model import predict_rows
 
     res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, top=4, chunk_rows=1000, **how)
@@ -94,6 +94,15 @@ def test_without_pruning_the_fastest_predicted_are_kept(model, small_sweep, how)
     np.testing.assert_allclose(res.table["time_ms"].to_numpy(), pred.nsmallest(4).to_numpy(), rtol=1e-6)
     assert res.n_pruned == len(ok) - 4
     np.testing.assert_allclose(res.best_pruned_ms, pred.nsmallest(5).iloc[-1], rtol=1e-6)
+    # This scan reads feasibility from the model's features and computes Ryoo's metrics for the kept ones
+    # only: the same counts and metrics as one analysis of every configuration.
+    cfg, a = _all(kernel, SMALL)
+    assert res.infeasible == pd.Series(a.reason[~a.feasible]).value_counts().to_dict()
+    ry = a.terms["ryoo"].iloc[res.candidates["index"].to_numpy()]
+    np.testing.assert_array_equal(res.candidates["efficiency"].to_numpy(), ry["efficiency"].to_numpy())
+    np.testing.assert_array_equal(res.candidates["utilization"].to_numpy(), ry["utilization"].to_numpy())
+    np.testing.assert_array_equal(res.candidates["register_spill"].to_numpy(),
+                                  a.register_spill[res.candidates["index"].to_numpy()])
 
 
 def test_rows_feed_predict_rows(model) -> None:

@@ -45,20 +45,15 @@ def _model(args: argparse.Namespace) -> Any:
     return load_model(args.model) if args.model else None
 
 
-def _write_rank_picks(res: Any, path: str) -> None:
-    from hybridperf.search.picks import write_picks_table
-
-    table = res.rows()
-    for c in ("rank", "time_ms", "lo_ms", "hi_ms", "tie_with_best", "out_of_domain", "ood_reason"):
-        table[c] = res.candidates[c].to_numpy()
-    write_picks_table(table.head(len(res.table)), path, {"prune": res.prune, "space_size": res.space_size,
-                                                         "feasible": res.n_feasible, "fixed": dict(res.fixed)})
-
-
 def cmd_rank(args: argparse.Namespace) -> int:
+    from hybridperf.search.picks import check_picks_path, rank_picks, write_picks_table
+
+    if args.output:
+        check_picks_path(args.output)  # before the ranking, which may take long
     res = _rank(args, _model(args))
     if args.output:
-        _write_rank_picks(res, args.output)
+        write_picks_table(rank_picks(res), args.output, {"prune": res.prune, "space_size": res.space_size,
+                                                         "feasible": res.n_feasible, "fixed": dict(res.fixed)})
     if args.json:
         dump_json({"counts": records(res.counts()), "pruning": {k: clean(v) for k, v in res.pruning().items()},
                    "notes": list(res.notes), "table": records(res.table)})

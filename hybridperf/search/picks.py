@@ -24,7 +24,7 @@ import pandas as pd
 
 from hybridperf.errors import HybridperfError
 
-__all__ = ["PREDICTION_COLUMNS", "picks_document", "picks_rows", "write_picks_table"]
+__all__ = ["PREDICTION_COLUMNS", "check_picks_path", "picks_document", "picks_rows", "rank_picks", "write_picks_table"]
 
 # Prediction columns of a rank or suggest table -> the info.* column a picks sweep holds them in.
 PREDICTION_COLUMNS = {"rank": "info.rank", "time_ms": "info.predicted_ms", "lo_ms": "info.predicted_lo_ms",
@@ -35,6 +35,25 @@ PREDICTION_COLUMNS = {"rank": "info.rank", "time_ms": "info.predicted_ms", "lo_m
 def _value(v: Any) -> Any:
     v = float(v)
     return int(v) if v.is_integer() else v
+
+
+def check_picks_path(path: str | Path) -> Path:
+    """``path`` if picks can be written there (a known suffix, a writable place), checked before the work."""
+    from hybridperf.files import check_output
+
+    path = Path(path)
+    if path.suffix not in (".json", ".csv", ".parquet"):
+        raise HybridperfError(f"{path}: write the picks as .json (Kernel Tuner configurations), .csv or .parquet "
+                              "(rows to measure)")
+    return check_output(path)
+
+
+def rank_picks(result: Any) -> pd.DataFrame:
+    """The top of a :class:`hybridperf.search.rank.RankResult` (its ``table``) as sweep rows with the predictions."""
+    table = result.rows().head(len(result.table))
+    for c in ("rank", "time_ms", "lo_ms", "hi_ms", "tie_with_best", "out_of_domain", "ood_reason"):
+        table[c] = result.table[c].to_numpy()
+    return table
 
 
 def picks_rows(table: pd.DataFrame) -> pd.DataFrame:
@@ -75,12 +94,9 @@ def write_picks_table(table: pd.DataFrame, path: str | Path, meta: Mapping[str, 
     with ``meta`` added), ``.csv`` or ``.parquet`` (rows to measure, :func:`picks_rows`). Written atomically."""
     from hybridperf.files import atomic_write, atomic_write_text
 
-    path = Path(path)
+    path = check_picks_path(path)
     if path.suffix == ".json":
         return atomic_write_text(path, json.dumps(picks_document(table, meta), indent=1) + "\n")
-    if path.suffix not in (".csv", ".parquet"):
-        raise HybridperfError(f"{path}: write the picks as .json (Kernel Tuner configurations), .csv or .parquet "
-                              "(rows to measure)")
     rows = picks_rows(table)
     if path.suffix == ".parquet":
         return atomic_write(path, lambda tmp: rows.to_parquet(tmp, index=False))

@@ -93,6 +93,8 @@ def test_set_fixes_a_config_parameter_and_picks_are_written(model_path, tmp_path
     capsys.readouterr()
     strategy = PicksStrategy.from_file(tmp_path / "picks.json")
     assert [c["BX"] for c in strategy.configurations] == [64] * 4
+    assert main([*argv, "-o", str(tmp_path / "picks.txt")]) == 2  # refused before ranking
+    assert ".json (Kernel Tuner configurations), .csv or .parquet" in capsys.readouterr().err
     # The picks, given back as candidates, rank to the same order.
     doc = _json(capsys, ["rank", "--kernel", str(DESCRIPTOR), "--gpu", GPU, "-m", model_path, "--candidates",
                          str(tmp_path / "picks.csv"), "--no-pareto", "--top", "4", "--json"])

@@ -210,52 +210,74 @@ def stream_1e8(chunk_rows: int, product_too: bool) -> pd.DataFrame:
     return pd.DataFrame(recs)
 
 
+PARTS = ("xgemm", "stream_1e8", "conv")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5, help="Xgemm builds per builder")
     ap.add_argument("--conv-runs", type=int, default=3, help="convolution ranks with 2 threads")
     ap.add_argument("--chunk-rows", type=int, default=50_000)
-    ap.add_argument("--skip-conv", action="store_true")
+    ap.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
+                    help="what to measure now; the report also shows the parts measured by earlier runs (their CSV)")
     ap.add_argument("--no-product", action="store_true", help="1e8: skip the product-then-filter reference")
     args = ap.parse_args()
-    started = os.getloadavg()[0]
-    parts = {"xgemm": xgemm(args.runs)}
-    print(parts["xgemm"], file=sys.stderr)
-    parts["stream_1e8"] = stream_1e8(args.chunk_rows, not args.no_product)
-    if not args.skip_conv:
-        parts["conv"] = conv(args.conv_runs, args.chunk_rows)
-    for name, df in parts.items():
-        df.to_csv(RESULTS / f"space_speed_{name}.csv", index=False)
-    _report(parts, args, started)
+    stamp = {"commit": git_commit(), "load_avg_1min_at_start": round(os.getloadavg()[0], 1),
+             "command": "nice -n 10 .venv/bin/python experiments/space_speed.py " + " ".join(sys.argv[1:])}
+    for part in args.parts:
+        if part == "xgemm":
+            df = xgemm(args.runs)
+        elif part == "stream_1e8":
+            df = stream_1e8(args.chunk_rows, not args.no_product)
+        else:
+            df = conv(args.conv_runs, args.chunk_rows)
+        df.assign(**stamp).to_csv(RESULTS / f"space_speed_{part}.csv", index=False)  # saved as soon as measured
+        print(df, file=sys.stderr)
+    _report()
 
 
-def _report(parts: dict[str, pd.DataFrame], args: argparse.Namespace, started: float) -> None:
-    cmd = "nice -n 10 .venv/bin/python experiments/space_speed.py" + (" --skip-conv" if args.skip_conv else "")
-    lines = [f"# Search space construction and ranking at scale\n\nRegenerated with `{cmd}` (commit {git_commit()}, "
-             f"Python {sys.version.split()[0]}, {os.cpu_count()} cores). The machine was shared with other jobs "
-             f"(1-minute load average {started:.1f} at the start, on {os.cpu_count()} cores): times are medians of "
-             "interleaved runs, and ratios are taken within this run.\n"]
-    x = parts["xgemm"]
-    lines += ["## 1. CLBlast Xgemm space (clblast-xgemm, M = N = K = 2048)\n",
-              "Target: built in no more time than Kernel Tuner's `Searchspace` takes (ratio <= 1). The two builders "
-              "gave the same 241,600 configurations (checked as sets).\n", md_table(x), ""]
-    s = parts["stream_1e8"]
-    lines += ["## 3. A 10^8-combination space streamed\n",
-              "Synthetic: tests/search/synthetic-10m.toml plus Q (10 values) and the constraint `Q <= TX * TY or "
-              "U >= 4`; chunks of 50,000 in a child process that counts the feasible configurations. Peak memory: "
-              "the child's VmHWM (`maxrss_mib`; `rss_after_imports_mib` before the space is built) and the sum of "
-              "RSS sampled every 0.1 s. Product-then-filter is what rank did before: the product addressed by index "
-              "in chunks, every constraint evaluated on every combination.\n", md_table(s), ""]
-    if "conv" in parts:
-        c = parts["conv"]
-        lines += ["## 2. `rank --no-pareto` on the kt-convolution space\n",
-                  "Model: `hybridperf train kt-convolution` (all five GPUs of the shipped sweep; cached in "
-                  "build/space_speed/). Ranked for rtx-a4000, W = H = 4096, `prune='none'`, top 10. Targets: <= 90 s "
-                  "on 2 cores, peak memory <= 1 GiB (the sum of the RSS of the process and its children).\n",
-                  md_table(c), ""]
+def _part(name: str) -> pd.DataFrame | None:
+    path = RESULTS / f"space_speed_{name}.csv"
+    return pd.read_csv(path) if path.exists() else None
+
+
+def _provenance(df: pd.DataFrame) -> str:
+    return (f"Measured with `{df['command'].iloc[0]}` at commit {df['commit'].iloc[0]} (1-minute load average "
+            f"{df['load_avg_1min_at_start'].iloc[0]} on {os.cpu_count()} cores at the start).\n")
+
+
+def _report() -> None:
+    lines = ["# Search space construction and ranking at scale\n",
+             f"`experiments/space_speed.py` (Python {sys.version.split()[0]}). The machine was shared with other jobs "
+             "(up to 7 sessions on 2 cores): times are medians of interleaved runs, ratios are taken within one run, "
+             "and each part says the load it ran under.\n"]
+    meta = ["commit", "load_avg_1min_at_start", "command"]
+    x = _part("xgemm")
+    if x is not None:
+        lines += ["## 1. CLBlast Xgemm space (clblast-xgemm, M = N = K = 2048)\n", _provenance(x),
+                  "Target: built in no more time than Kernel Tuner's `Searchspace` takes (ratio <= 1). The two builders "
+                  "gave the same 241,600 configurations (checked as sets).\n", md_table(x.drop(columns=meta)), ""]
+    c = _part("conv")
+    if c is not None:
         threads = c[(c["how"] == "threads") & (c["jobs"] == 2)]
-        lines.append(f"Median over {len(threads)} runs with 2 threads: {threads['wall_s'].median():.1f} s, peak "
-                     f"{threads['peak_rss_tree_mib'].max():.0f} MiB.\n")
+        lines += ["## 2. `rank --no-pareto` on the kt-convolution space\n", _provenance(c),
+                  "Model: `hybridperf train kt-convolution` (all five GPUs of the shipped sweep; cached in "
+                  "build/space_speed/). Ranked for rtx-a4000, W = H = 4096, `prune='none'`, top 10, chunks of 50,000. "
+                  "Targets: <= 90 s on 2 cores, peak memory <= 1 GiB (the sum of the RSS of the process and its "
+                  "children, sampled every 0.1 s; `maxrss_main_mib` is the main process's VmHWM). `cpu_s_main`: CPU "
+                  "seconds of the main process, all its threads (the Dask workers' are not in it).\n",
+                  md_table(c.drop(columns=meta)), "",
+                  f"Median over {len(threads)} runs with 2 threads: {threads['wall_s'].median():.0f} s wall, "
+                  f"{threads['cpu_s_main'].median():.0f} CPU s, peak {threads['peak_rss_tree_mib'].max():.0f} MiB.\n"]
+    s = _part("stream_1e8")
+    if s is not None:
+        lines += ["## 3. A 10^8-combination space streamed\n", _provenance(s),
+                  "Synthetic: tests/search/synthetic-10m.toml plus Q (10 values) and the constraint `Q <= TX * TY or "
+                  "U >= 4`; chunks of 50,000 in a child process that counts the feasible configurations. Peak memory: "
+                  "the child's VmHWM (`maxrss_mib`; `rss_after_imports_mib` before the space is built) and the sum of "
+                  "RSS sampled every 0.1 s. Product-then-filter is what rank did before: the product addressed by "
+                  "index in chunks, every constraint evaluated on every combination.\n",
+                  md_table(s.drop(columns=meta)), ""]
     (RESULTS / "space_speed.md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -223,7 +223,7 @@ def scan_configs(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
     assume memory bandwidth is not the bottleneck). The shortlist is the chunk's part of
     :func:`_select`.
     """
-    if by_time_only(space):
+    if by_time_only(space) and len(cfg):
         return _scan_by_time(space, cfg)
     names = list(space.kernel.config_names)
     params = cfg[names].reset_index(drop=True)

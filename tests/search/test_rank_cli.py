@@ -135,9 +135,10 @@ def test_dask_addresses(capsys) -> None:
 
 
 @pytest.mark.slow
-def test_dask_local_cluster_gives_the_serial_result(model_path, capsys) -> None:
+@pytest.mark.parametrize("prune", [["--top-k", "9"], ["--no-pareto"]])
+def test_dask_local_cluster_gives_the_serial_result(model_path, capsys, prune) -> None:
     pytest.importorskip("distributed")
-    argv = [*BASE, "-m", model_path, "--top-k", "9", "--json", "--chunk-rows", "500"]
+    argv = [*BASE, "-m", model_path, *prune, "--json", "--chunk-rows", "500"]
     serial = _json(capsys, argv)
     local = _json(capsys, [*argv, "--dask", "local:2"])
     threads = _json(capsys, [*argv, "--jobs", "2"])

@@ -256,7 +256,8 @@ def _report() -> None:
     if x is not None:
         lines += ["## 1. CLBlast Xgemm space (clblast-xgemm, M = N = K = 2048)\n", _provenance(x),
                   "Target: built in no more time than Kernel Tuner's `Searchspace` takes (ratio <= 1). The two"
-                  " builders gave the same 241,600 configurations (checked as sets).\n", md_table(x.drop(columns=meta)), ""]
+                  " builders gave the same 241,600 configurations (checked as sets).\n",
+                  md_table(x.drop(columns=meta)), ""]
     c = _part("conv")
     if c is not None:
         threads = c[(c["how"] == "threads") & (c["jobs"] == 2)]

@@ -27,8 +27,8 @@ from hybridperf.errors import HybridperfError
 __all__ = ["PREDICTION_COLUMNS", "check_picks_path", "picks_document", "picks_rows", "rank_picks", "write_picks_table"]
 
 # Prediction columns of a rank or suggest table -> the info.* column a picks sweep holds them in.
-PREDICTION_COLUMNS = {"rank": "info.rank", "time_ms": "info.predicted_ms", "lo_ms": "info.predicted_lo_ms",
-                      "hi_ms": "info.predicted_hi_ms", "tie_with_best": "info.tie_with_best", "p_fail": "info.p_fail",
+PREDICTION_COLUMNS = {"rank": "info.rank", "time_ms": "info.pred_ms", "lo_ms": "info.pred_lo_ms",
+                      "hi_ms": "info.pred_hi_ms", "tie_with_best": "info.tie_with_best", "p_fail": "info.p_fail",
                       "out_of_domain": "info.out_of_domain", "ood_reason": "info.ood_reason", "why": "info.why"}
 
 

@@ -85,7 +85,7 @@ def test_set_fixes_a_config_parameter_and_picks_are_written(model_path, tmp_path
     picks = read_rows(tmp_path / "picks.csv")  # rows to measure: what predict --rows and --candidates read
     assert len(picks) == 4 and (picks["config.BX"] == 64).all() and {"kernel", "gpu", "size.N"} <= set(picks)
     assert picks["info.rank"].tolist() == [1, 2, 3, 4] and "time_ms" not in picks
-    measured = picks.assign(time_ms=picks["info.predicted_ms"] * 1.2, status="ok")
+    measured = picks.assign(time_ms=picks["info.pred_ms"] * 1.2, status="ok")
     measured.to_csv(tmp_path / "measured.csv", index=False)
     # measured picks are a sweep (that train and export accept)
     assert len(read_sweep(tmp_path / "measured.csv", known_kernels=[str(DESCRIPTOR)])) == 4
@@ -98,7 +98,7 @@ def test_set_fixes_a_config_parameter_and_picks_are_written(model_path, tmp_path
     # The picks, given back as candidates, rank to the same order.
     doc = _json(capsys, ["rank", "--kernel", str(DESCRIPTOR), "--gpu", GPU, "-m", model_path, "--candidates",
                          str(tmp_path / "picks.csv"), "--no-pareto", "--top", "4", "--json"])
-    assert [r["time_ms"] for r in doc["table"]] == pytest.approx(picks["info.predicted_ms"].tolist())
+    assert [r["time_ms"] for r in doc["table"]] == pytest.approx(picks["info.pred_ms"].tolist())
 
 
 def test_suggest_takes_a_recorded_sweep_of_several_gpus_as_candidates(tmp_path, capsys) -> None:

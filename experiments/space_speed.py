@@ -269,7 +269,10 @@ def _report() -> None:
                   "seconds of the main process, all its threads (the Dask workers' are not in it).\n",
                   md_table(c.drop(columns=meta)), "",
                   f"Median over {len(threads)} runs with 2 threads: {threads['wall_s'].median():.0f} s wall, "
-                  f"{threads['cpu_s_main'].median():.0f} CPU s, peak {threads['peak_rss_tree_mib'].max():.0f} MiB.\n"]
+                  f"{threads['cpu_s_main'].median():.0f} CPU s, peak {threads['peak_rss_tree_mib'].max():.0f} MiB. "
+                  f"Half the CPU seconds, {threads['cpu_s_main'].median() / 2:.0f} s, is the wall time if the two "
+                  "threads kept both cores busy: an estimate for a quiet machine, not a measurement (under this load "
+                  "the wall time measures the other jobs).\n"]
     s = _part("stream_1e8")
     if s is not None:
         lines += ["## 3. A 10^8-combination space streamed\n", _provenance(s),

@@ -266,7 +266,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     screen_bandwidth : drop roofline memory-bound configurations before pruning.
     pareto : deprecated alias of ``prune``: ``False`` = ``"none"``, ``True`` = ``"ryoo"``.
     chunk_rows : configurations per chunk; memory stays bounded by one chunk plus the shortlist.
-    progress : show a tqdm bar on stderr.
+    progress : report the scan's progress (:mod:`hybridperf.progress`; the command line draws a bar).
     client : optional ``distributed.Client``; the same chunk function then runs on the cluster.
     jobs : threads of this process scanning chunks side by side (without a client).
 

@@ -7,13 +7,14 @@ the configurations the solver pruned are counted by constraint on the way.
 """
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from hybridperf.progress import task
 from hybridperf.search.chunks import ChunkResult, RankSpace, chunk_ranges, merge_chunks, scan_configs, with_pruned
 from hybridperf.search.space import Prefix
 
@@ -116,7 +117,8 @@ def scan_space(space: RankSpace, *, chunk_rows: int = 50_000, progress: bool = F
     Memory stays bounded by one chunk (``chunk_rows`` configurations) and the shortlist per
     process and thread. ``client``: a ``distributed.Client``; the units then run on its workers.
     ``jobs``: threads of this process that scan chunks side by side (without a client).
-    ``progress``: a tqdm bar on stderr, counting configurations accounted for (scanned or pruned).
+    ``progress``: report progress (:mod:`hybridperf.progress`; the command line draws a bar), counting
+    configurations accounted for (scanned or pruned).
     """
     from hybridperf.errors import HybridperfError
 
@@ -124,18 +126,10 @@ def scan_space(space: RankSpace, *, chunk_rows: int = 50_000, progress: bool = F
         raise HybridperfError(f"chunk_rows must be at least 1, got {chunk_rows}")
     if jobs < 1:
         raise HybridperfError(f"jobs must be at least 1, got {jobs}")
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=space.size(), unit="cfg", unit_scale=True, file=sys.stderr, desc=f"rank {space.kernel.name}")
     total: ChunkResult | None = None
-    try:
+    with task(f"rank {space.kernel.name}: configurations", space.size()) if progress else nullcontext() as t:
         for part in _parts(space, chunk_rows, client, jobs):
             total = part if total is None else merge_chunks(total, part, space)
-            if bar is not None:
-                bar.update(part.n_rows)
-    finally:
-        if bar is not None:
-            bar.close()
+            if t is not None:
+                t.advance(part.n_rows)
     return _empty(space) if total is None else total

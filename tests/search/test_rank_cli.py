@@ -31,7 +31,7 @@ def test_default_is_the_union_and_json_reports_the_pruning(model_path, capsys) -
     p = doc["pruning"]
     assert p["prune"] == "union" and p["top_k"] == 12 and p["in_top_k"] == 12
     assert p["objectives"] == ["efficiency", "utilization", "time_ms"]
-    assert p["pruned"] > 0 and p["best_pruned_ms"] >= doc["table"][0]["time_ms"]
+    assert p["pruned"] > 0 and p["best_pruned_ms"] >= doc["table"][0]["pred_ms"]
     stages = {r["stage"]: r for r in doc["counts"]}
     assert stages["pruned"]["configs"] == p["pruned"] and stages["pruned"]["best_ms"] == p["best_pruned_ms"]
     assert "on_front" in doc["table"][0] and "in_top_k" in doc["table"][0]
@@ -49,7 +49,7 @@ def test_prune_modes_and_alias(model_path, capsys) -> None:
 
 def test_table_says_how_it_pruned(model_path, capsys) -> None:
     assert main([*BASE, "-m", model_path, "--top-k", "5"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # lines are wrapped to the terminal
     assert "prune: union (Pareto front over efficiency, utilization, time_ms, plus the model's 5 fastest" in out
     assert "model top-k (k=5)" in out and "pruned" in out and "best_ms" in out
     assert main([*BASE]) == 0  # no model: the note says what was done instead
@@ -80,8 +80,8 @@ def test_set_fixes_a_config_parameter_and_picks_are_written(model_path, tmp_path
     argv = ["rank", "--kernel", str(DESCRIPTOR), "--gpu", GPU, "--set", "N=4096", *space, "--set", "BX=64", "-m",
             model_path, "--top", "4"]
     assert main([*argv, "-o", str(tmp_path / "picks.csv")]) == 0
-    out = capsys.readouterr().out
-    assert "fixed (not searched): BX=64" in out and "wrote the top 4 picks" in out
+    cap = capsys.readouterr()
+    assert "fixed (not searched): BX=64" in cap.out and f"wrote {tmp_path / 'picks.csv'}" in cap.err
     picks = read_rows(tmp_path / "picks.csv")  # rows to measure: what predict --rows and --candidates read
     assert len(picks) == 4 and (picks["config.BX"] == 64).all() and {"kernel", "gpu", "size.N"} <= set(picks)
     assert picks["info.rank"].tolist() == [1, 2, 3, 4] and "time_ms" not in picks
@@ -94,11 +94,11 @@ def test_set_fixes_a_config_parameter_and_picks_are_written(model_path, tmp_path
     strategy = PicksStrategy.from_file(tmp_path / "picks.json")
     assert [c["BX"] for c in strategy.configurations] == [64] * 4
     assert main([*argv, "-o", str(tmp_path / "picks.txt")]) == 2  # refused before ranking
-    assert ".json (Kernel Tuner configurations), .csv or .parquet" in capsys.readouterr().err
+    assert "name a picks file ending in .csv, .parquet, .json" in capsys.readouterr().err
     # The picks, given back as candidates, rank to the same order.
     doc = _json(capsys, ["rank", "--kernel", str(DESCRIPTOR), "--gpu", GPU, "-m", model_path, "--candidates",
                          str(tmp_path / "picks.csv"), "--no-pareto", "--top", "4", "--json"])
-    assert [r["time_ms"] for r in doc["table"]] == pytest.approx(picks["info.pred_ms"].tolist())
+    assert [r["pred_ms"] for r in doc["table"]] == pytest.approx(picks["info.pred_ms"].tolist())
 
 
 def test_suggest_takes_a_recorded_sweep_of_several_gpus_as_candidates(tmp_path, capsys) -> None:

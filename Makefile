@@ -5,7 +5,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-test demo test reproduce clean
+.PHONY: install install-demo install-test demo test reproduce clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -14,10 +14,14 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 
+# The demo's last step ranks on a local Dask cluster: the dask extra.
+install-demo: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dask]'
+
 install-test: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test,dask]'
 
-demo: install
+demo: install-demo
 	@echo "== 1. the papers' published numbers, recomputed"
 	$(BIN)/hybridperf reproduce
 	@echo "== 2. the shipped real data"
@@ -33,6 +37,8 @@ demo: install
 	$(BIN)/hybridperf predict -m models/default.json --kernel neusight-gemm --gpu t4 --set B=1 --set M=2048 --set N=2048 --set K=2048 --set TILE_M=128 --set TILE_N=64 --set THREADS=128 --set SLICED=1 --set SPLITK=1 --set LINEAR=0
 	@echo "== 7. what limits a kernel and what to try (GPUPerf benefit metrics; chart in build/demo)"
 	$(BIN)/hybridperf advise --gpu a100 --kernel matvec --set N=1024,16384 --chart build/demo/benefits.png
+	@echo "== 8. rank a GEMM configuration space on a local Dask cluster (LINEAR fixed, not searched); picks to measure"
+	$(BIN)/hybridperf rank -m models/default.json --kernel neusight-gemm --gpu t4 --set B=1 --set M=2048 --set N=2048 --set K=2048 --set LINEAR=0 --dask local:2 --top 5 -o build/demo/picks.csv --quiet
 
 test: install-test
 	$(BIN)/python -m pytest -q

@@ -17,6 +17,7 @@ __all__ = [
     "model_file",
     "non_negative_float",
     "non_negative_int",
+    "picks_output",
     "plot_output",
     "positive_float",
     "positive_int",
@@ -196,6 +197,11 @@ def _suffixed(text: str, suffixes: tuple[str, ...], what: str) -> str:
 def table_output(text: str) -> str:
     """A table file to write: ``.csv``, ``.csv.gz`` or ``.parquet`` (the format follows the name)."""
     return _suffixed(text, (".csv", ".csv.gz", ".parquet"), "table")
+
+
+def picks_output(text: str) -> str:
+    """A picks file to write: ``.csv`` or ``.parquet`` (sweep rows to measure) or ``.json`` (Kernel Tuner)."""
+    return _suffixed(text, (".csv", ".parquet", ".json"), "picks")
 
 
 def plot_output(text: str) -> str:

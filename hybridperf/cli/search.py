@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Any
 
-from hybridperf.cli.output import clean, dump_json, predicted_names, records, short_regimes, write_table
+from hybridperf.cli.output import clean, dump_json, predicted_names, records, short_regimes
 from hybridperf.cli.render import print_note, print_table
 
 __all__ = ["add_commands"]
@@ -13,7 +13,8 @@ __all__ = ["add_commands"]
 
 _RANK_EXAMPLES = """examples:
   hybridperf rank --kernel tiled-matmul --gpu gtx280 --set N=2048 --top 5
-  hybridperf rank -m model.json --kernel matvec --gpu titan-v --set N=4096 -o picks.csv --plot front.png"""
+  hybridperf rank -m model.json --kernel matvec --gpu titan-v --set N=4096 -o picks.csv --plot front.png
+  hybridperf rank --kernel kt-convolution --gpu a100 --set filter_width=15 --candidates sweep.parquet --jobs 2"""
 _SUGGEST_EXAMPLES = """examples:
   hybridperf suggest -m model.json --kernel matvec --gpu titan-v --set N=4096 --batch 4
   hybridperf suggest -m model.json --kernel matvec --gpu titan-v --set N=4096 --measured runs.csv -o next.csv
@@ -23,31 +24,33 @@ _REPLAY_EXAMPLES = """examples:
 (docs/ranking.md has more)"""
 
 
-def _rank(args: argparse.Namespace, model: Any) -> Any:
-    from hybridperf.grid import parse_assignments, single_values
+def _candidates(args: argparse.Namespace) -> Any:
+    from hybridperf.sweepfile import read_rows
+
+    return read_rows(args.candidates) if args.candidates else None
+
+
+def _space(args: argparse.Namespace) -> dict[str, tuple[float, ...]] | None:
+    from hybridperf.grid import parse_assignments
     from hybridperf.limits import MAX_SPACE_ROWS
-    from hybridperf.search.rank import rank_configs
 
     space = {k: tuple(v) for k, v in parse_assignments(args.space or [], "--space", max_rows=MAX_SPACE_ROWS).items()}
-    client = _dask_client(args.dask) if args.dask else None
-    return rank_configs(model, args.kernel, args.gpu, single_values(parse_assignments(args.set)),
-                        space_overrides=space or None, top=args.top, screen_bandwidth=args.screen_bandwidth,
-                        prune="none" if args.no_pareto else args.prune, top_k=args.top_k,
-                        chunk_rows=args.chunk_rows, progress=True, client=client)
+    return space or None
 
 
-def _dask_client(address: str) -> Any:
-    from hybridperf.errors import UsageError
+def _rank(args: argparse.Namespace, model: Any) -> Any:
+    from contextlib import nullcontext
 
-    try:
-        from distributed import Client
-    except ImportError:
-        raise UsageError("--dask needs the dask extra: pip install 'hybridperf[dask]'") from None
-    try:
-        return Client(address, timeout="5s")
-    except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        raise UsageError(f"--dask {address}: cannot reach a Dask scheduler ({type(exc).__name__}: "
-                         f"{' '.join(str(exc).split())[:100]}); check the address, e.g. tcp://host:8786") from None
+    from hybridperf.grid import parse_assignments, single_values
+    from hybridperf.search.cluster import dask_client
+    from hybridperf.search.rank import rank_configs
+
+    values, space, cands = single_values(parse_assignments(args.set)), _space(args), _candidates(args)
+    with dask_client(args.dask) if args.dask else nullcontext() as client:
+        return rank_configs(model, args.kernel, args.gpu, values, space_overrides=space, configs=cands, top=args.top,
+                            screen_bandwidth=args.screen_bandwidth, prune="none" if args.no_pareto else args.prune,
+                            top_k=args.top_k, chunk_rows=args.chunk_rows, progress=True, client=client,
+                            jobs=args.jobs)
 
 
 def _model(args: argparse.Namespace) -> Any:
@@ -56,19 +59,31 @@ def _model(args: argparse.Namespace) -> Any:
     return load_model(args.model) if args.model else None
 
 
-def _ranked_rows(res: Any) -> Any:
-    """The ranked table as sweep rows to measure: kernel, gpu, size.*, then the table (predictions as pred_*)."""
-    table = predicted_names(res.table).drop(columns=["index"], errors="ignore")
-    lead = {"kernel": res.kernel, "gpu": res.gpu, **{f"size.{k}": v for k, v in res.sizes.items()}}
-    for i, (col, value) in enumerate(lead.items()):
-        table.insert(i, col, value)
-    return table
+def _print_rank(res: Any) -> None:
+    print_note(res.describe_pruning())
+    if res.fixed:
+        print_note("fixed (not searched): " + ", ".join(f"{k}={v:g}" for k, v in res.fixed.items()))
+    print_table(res.counts())
+    for note in res.notes:
+        print_note(f"note: {note}")
+    show = short_regimes(predicted_names(res.table)).rename(columns=lambda c: c.removeprefix("config."))
+    print()
+    print_table(show, [c for c in show.columns if c not in ("index", "efficiency", "utilization", "ood_reason")])
+    print_note("tie_with_best: the interval overlaps the best candidate's; measure these rather than trust their "
+               "order. on_front / in_top_k: kept by the Pareto front / among the model's top-k fastest predicted")
+    if res.table["out_of_domain"].any():
+        print_note("out_of_domain: outside the model's training data (see the notes); its time is an extrapolation")
 
 
 def cmd_rank(args: argparse.Namespace) -> int:
+    from hybridperf.search.picks import check_picks_path, rank_picks, write_picks_table
+
+    if args.output:
+        check_picks_path(args.output)  # before the ranking, which may take long
     res = _rank(args, _model(args))
     if args.output:
-        write_table(_ranked_rows(res), args.output, attrs={"pruning": {k: clean(v) for k, v in res.pruning().items()}})
+        write_picks_table(rank_picks(res), args.output, {"prune": res.prune, "space_size": res.space_size,
+                                                         "feasible": res.n_feasible, "fixed": dict(res.fixed)})
     if args.plot:
         from hybridperf.plots import pareto_plot
 
@@ -79,15 +94,7 @@ def cmd_rank(args: argparse.Namespace) -> int:
     elif args.csv:
         res.candidates.to_csv(sys.stdout, index=False)
     else:
-        print_note(res.describe_pruning())
-        print_table(res.counts())
-        for note in res.notes:
-            print_note(f"note: {note}")
-        show = short_regimes(predicted_names(res.table)).rename(columns=lambda c: c.removeprefix("config."))
-        print()
-        print_table(show, [c for c in show.columns if c not in ("index", "efficiency", "utilization", "ood_reason")])
-        print_note("tie_with_best: the interval overlaps the best candidate's; measure these rather than trust their "
-                   "order. on_front / in_top_k: kept by the Pareto front / among the model's top-k fastest predicted")
+        _print_rank(res)
     for path in (args.output, args.plot):
         if path:
             print(f"wrote {path}", file=sys.stderr)
@@ -108,14 +115,10 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     from hybridperf.datasets import load_sources
     from hybridperf.grid import parse_assignments, single_values
     from hybridperf.search.measure_next import space_candidates, suggest_next, write_picks
-    from hybridperf.sweepfile import read_rows, read_sweep
+    from hybridperf.sweepfile import read_sweep
 
-    sizes = single_values(parse_assignments(args.set))
-    if args.candidates:
-        cands = read_rows(args.candidates)
-    else:
-        space = {k: tuple(v) for k, v in parse_assignments(args.space or [], "--space").items()}
-        cands = space_candidates(args.kernel, args.gpu, sizes, space_overrides=space or None)
+    values = single_values(parse_assignments(args.set))
+    cands = space_candidates(args.kernel, args.gpu, values, space_overrides=_space(args), candidates=_candidates(args))
     measured = read_sweep(args.measured) if args.measured else None  # a bad file fails before the model loads
     source = _model(args) if args.model else load_sources(args.prior_data)[0] if args.prior_data else None
     sug = suggest_next(source, cands, measured, prior=args.prior, budget=args.budget, seed=args.seed,
@@ -228,8 +231,11 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
                    help="model file (without one: Ryoo efficiency order)")
     s.add_argument("--kernel", type=t.kernel, required=True)
     s.add_argument("--gpu", required=True)
-    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size (repeatable)")
+    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="problem size, or a config parameter to fix (not searched) (repeatable)")
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
+    s.add_argument("--candidates", type=t.input_file,
+                   help="rank exactly these configurations (a sweep, e.g. the recorded one, or rows of config.*)")
     s.add_argument("--top", type=t.positive_int, default=10)
     s.add_argument("--screen-bandwidth", action="store_true", help="drop roofline memory-bound configs first")
     s.add_argument("--prune", choices=PRUNE_MODES, default="union",
@@ -240,9 +246,12 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
                    help="the union keeps the model's K fastest: a count, or a share of the feasible configurations "
                         f"(default: as many as fill the shortlist to {FILL:.0%}% of the feasible, at least --top)")
     s.add_argument("--no-pareto", action="store_true", help="alias of --prune none")
-    s.add_argument("--chunk-rows", type=t.count(5_000_000), default=200_000,
-                   help="configs per streamed chunk (bounds memory)")
-    s.add_argument("--dask", metavar="ADDRESS", help="run the chunks on this Dask scheduler")
+    s.add_argument("--chunk-rows", type=t.count(5_000_000), default=50_000,
+                   help="configs per streamed chunk (bounds memory: about 3 kB per config with a model)")
+    s.add_argument("--jobs", type=t.count(256), default=1, help="threads scanning chunks side by side")
+    s.add_argument("--dask", metavar="ADDRESS",
+                   help="run the chunks on Dask: local (a local cluster, a worker per core), local:N, or a "
+                        "scheduler's address (tcp://host:8786)")
 
 
 def add_commands(sub: Any) -> None:
@@ -251,8 +260,9 @@ def add_commands(sub: Any) -> None:
     s = sub.add_parser("rank", help="rank a kernel's configuration space: constraints, occupancy, Pareto, model",
                        epilog=_RANK_EXAMPLES)
     _rank_args(s, model_required=False)
-    s.add_argument("-o", "--output", type=t.table_output,
-                   help="also write the ranked configurations as sweep rows to measure (.csv or .parquet)")
+    s.add_argument("-o", "--output", type=t.picks_output,
+                   help="also write the top picks: .csv/.parquet (sweep rows to measure) or .json (Kernel Tuner "
+                        "configurations for PicksStrategy)")
     s.add_argument("--plot", type=t.plot_output, help="draw the Pareto front with the picks marked (.png, .svg, .pdf)")
     s.add_argument("--force", action="store_true", help="replace the outputs even where they are symbolic links")
     fmt = s.add_mutually_exclusive_group()
@@ -264,16 +274,19 @@ def add_commands(sub: Any) -> None:
                        epilog=_SUGGEST_EXAMPLES)
     s.add_argument("--kernel", type=t.kernel, required=True)
     s.add_argument("--gpu", required=True)
-    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size (repeatable)")
+    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="problem size, or a config parameter to fix (not searched) (repeatable)")
     s.add_argument("--space", action="append", metavar="NAME=VALUES", help="restrict a config parameter's values")
     s.add_argument("--candidates", type=t.input_file,
-                   help="rows to choose from (e.g. 'rank --csv' output) instead of the whole space")
+                   help="choose from exactly these configurations (a sweep, e.g. the recorded one, or 'rank -o' "
+                        "picks) instead of the whole space")
     s.add_argument("--measured", type=t.input_file, help="sweep of the runs measured so far (failed rows included)")
     s.add_argument("--budget", type=t.count(1_000_000),
                    help="measurements planned in all (scales the start and the batch)")
     _loop_args(s)
     s.add_argument("--seed", type=t.seed, default=0)
-    s.add_argument("-o", "--output", help="write the batch: .json (Kernel Tuner configurations), .csv or .parquet")
+    s.add_argument("-o", "--output", help="write the batch: .json (Kernel Tuner configurations for PicksStrategy), "
+                                          ".csv or .parquet (rows to measure)")
     fmt = s.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true", help="the batch as CSV rows")

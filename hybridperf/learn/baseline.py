@@ -94,11 +94,12 @@ def _forward_error(resid: np.ndarray, pairs: np.ndarray, sizes: np.ndarray) -> f
 def add_baseline(features: pd.DataFrame, kernels: np.ndarray, mapping: Mapping[str, str],
                  fallback: str) -> pd.DataFrame:
     """Copy of ``features`` with :data:`BASELINE_COLUMN`: each row's kernel's chosen baseline (log ms)."""
-    out = features.copy()
+    out = features.copy(deep=False)  # a new column only: the data is shared, not copied
     col = np.full(len(out), np.nan)
-    kernels = np.asarray(kernels).astype(str)
+    uniq, inv = np.unique(np.asarray(kernels).astype(str), return_inverse=True)
+    chosen = np.array([mapping.get(k, fallback) for k in uniq], dtype=object)[inv.reshape(-1)]
     for name in set(mapping.values()) | {fallback}:
-        sel = np.array([mapping.get(k, fallback) == name for k in kernels])
+        sel = chosen == name
         col[sel] = features[baseline_column(name)].to_numpy(dtype=np.float64)[sel]
     out[BASELINE_COLUMN] = col
     return out
@@ -106,15 +107,15 @@ def add_baseline(features: pd.DataFrame, kernels: np.ndarray, mapping: Mapping[s
 
 def _ids(names: np.ndarray) -> np.ndarray:
     """Stable numeric ids of names (CRC-32), so a saved model maps the same names to the same ids."""
-    uniq, inv = np.unique(names.astype(str), return_inverse=True)
-    return np.array([float(zlib.crc32(u.encode())) for u in uniq])[inv]
+    codes, uniq = pd.factorize(np.asarray(names).astype(str), sort=False)
+    return np.array([float(zlib.crc32(str(u).encode())) for u in uniq])[codes]
 
 
 def add_group_ids(features: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     """Copy of ``features`` with the :data:`GROUP_COLUMNS` ids of each row's (kernel, gpu) and kernel."""
-    out = features.copy()
+    out = features.copy(deep=False)  # a new column only: the data is shared, not copied
     kern = rows["kernel"].astype(str).to_numpy()
-    out[GROUP_COLUMNS[0]] = _ids(np.char.add(np.char.add(kern, "|"), rows["gpu"].astype(str).to_numpy()))
+    out[GROUP_COLUMNS[0]] = _ids((rows["kernel"].astype(str) + "|" + rows["gpu"].astype(str)).to_numpy())
     out[GROUP_COLUMNS[1]] = _ids(kern)
     return out
 

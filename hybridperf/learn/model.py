@@ -28,8 +28,8 @@ from hybridperf.rowcheck import RowCheck, drop_bad_rows, drop_rows
 from hybridperf.sweep import param_columns, size_metric, training_rows
 
 __all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "check_prediction_rows", "fit_model",
-           "load_model", "make_model", "model_kernels", "predict_rows", "rows_to_predict", "save_model", "size_bands",
-           "train_model"]
+           "load_model", "make_model", "model_kernels", "predict_rows", "predict_times", "rows_to_predict", "save_model",
+           "size_bands", "train_model"]
 
 # Feature columns beyond whose training range a row is an extrapolation in size (forward interval scores).
 EXTRAPOLATION_COLUMNS = r"^log2_size\."
@@ -343,6 +343,16 @@ def check_prediction_rows(model: TrainedModel, rows: pd.DataFrame, *, strict: bo
     (:func:`hybridperf.rowcheck.drop_bad_rows`)."""
     rows, descs = model_kernels(model, rows)
     return drop_bad_rows(rows, descs, strict=strict, what="rows to predict")
+
+
+def predict_times(model: TrainedModel, rows: pd.DataFrame, *, features: pd.DataFrame | None = None,
+                  kernels: Mapping[str, KernelDescriptor] | None = None) -> np.ndarray:
+    """The predicted time (ms) of each row alone: the ``time_ms`` of :func:`predict_rows`, without the
+    interval and the out-of-domain reasons (what ranking needs for every configuration it streams).
+    ``kernels`` as in :func:`predict_rows`."""
+    rows, descs = model_kernels(model, rows, kernels)
+    feats = analytical_features(rows, kernels=descs) if features is None else features
+    return model.estimator.predict(model.features.transform(rows, features=feats))
 
 
 def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None, *,

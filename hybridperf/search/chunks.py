@@ -10,18 +10,20 @@ import numpy as np
 import pandas as pd
 
 from hybridperf.analytical.run import TIME_MODELS, analyze
-from hybridperf.errors import DescriptorError, HybridperfError
+from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec
 from hybridperf.kernel import KernelDescriptor
 from hybridperf.search.pareto import pareto_mask
+from hybridperf.search.space import ConfigSpace
 from hybridperf.sweep import launch_rows
 
 if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
 
 __all__ = ["OBJECTIVES", "PRUNE_MODES", "ChunkResult", "RankSpace", "Shortlist", "analytical_time_column",
-           "chunk_ranges", "config_rows", "fill_k", "merge_chunks", "predict_configs", "prediction_rows",
-           "scan_chunk", "space_rows", "trim_top_k"]
+           "by_time_only", "chunk_ranges", "config_rows", "fill_k", "merge_chunks", "predict_configs", "predict_times",
+           "prediction_rows", "scan_configs", "trim_top_k", "with_pruned",
+           "with_ryoo_metrics"]
 
 OBJECTIVES = ["efficiency", "utilization"]  # Ryoo et al. (seed 003 Eqs. 1-2), both maximised
 # union: Pareto front over Ryoo's metrics and the time, plus the model's top-k; ryoo: the paper's
@@ -43,9 +45,9 @@ class RankSpace:
     ``kernel_key`` and ``gpu_key`` are the names written in prediction rows (what
     :func:`hybridperf.kernel.load_kernel` and :func:`hybridperf.hardware.load_gpu` resolve).
     ``prune`` is one of :data:`PRUNE_MODES`; ``top_k`` the number of the model's fastest predicted
-    configurations the union keeps; ``keep`` the number ``prune="none"`` keeps. ``configs``, when
-    given, replaces the descriptor's Cartesian product (one row per configuration, every config
-    parameter a column).
+    configurations the union keeps; ``keep`` the number ``prune="none"`` keeps. The configurations
+    are those of ``solver`` (the constrained space, built by :class:`ConfigSpace`) or ``configs``
+    (explicit ones: an ``index`` column and every config parameter a column).
     """
 
     kernel: KernelDescriptor
@@ -58,9 +60,12 @@ class RankSpace:
     model: TrainedModel | None = None
     keep: int = 10
     top_k: int = 100
+    solver: ConfigSpace | None = None
     configs: pd.DataFrame | None = None
 
     def __post_init__(self) -> None:
+        if (self.solver is None) == (self.configs is None):
+            raise HybridperfError("RankSpace needs exactly one of solver (a ConfigSpace) and configs")
         if self.prune not in PRUNE_MODES:
             raise HybridperfError(f"unknown prune mode {self.prune!r}; choose from {', '.join(PRUNE_MODES)}")
         if self.prune == "none" and self.model is None:
@@ -90,8 +95,8 @@ class RankSpace:
         return {"union": self.top_k, "none": self.keep}.get(self.prune, 0)
 
     def size(self) -> int:
-        """Number of configurations to scan."""
-        return self.kernel.space_size() if self.configs is None else len(self.configs)
+        """Number of configurations to account for (the solver's Cartesian product, or the explicit ones)."""
+        return self.solver.size() if self.solver is not None else len(self.configs)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,23 +131,6 @@ def chunk_ranges(n: int, chunk_rows: int) -> list[tuple[int, int]]:
     if chunk_rows < 1:
         raise HybridperfError(f"chunk_rows must be at least 1, got {chunk_rows}")
     return [(s, min(s + chunk_rows, n)) for s in range(0, n, chunk_rows)]
-
-
-def space_rows(kernel: KernelDescriptor, start: int, stop: int) -> pd.DataFrame:
-    """Configurations ``start`` to ``stop - 1`` of the Cartesian product of config values.
-
-    Same order as :meth:`KernelDescriptor.config_space` (last parameter fastest), but addressed by
-    index (mixed-radix decoding), so chunks can be built independently on different workers.
-    """
-    free = [p.name for p in kernel.config if p.values is None]
-    if free:
-        raise DescriptorError(f"{kernel.name}: config parameter(s) {', '.join(free)} have no 'values' list, so the "
-                              "space cannot be enumerated; add values = [...] or pass --space NAME=v1,v2")
-    if not kernel.config:
-        return pd.DataFrame(index=pd.RangeIndex(stop - start))
-    values = [np.asarray(p.values, dtype=np.float64) for p in kernel.config]
-    coords = np.unravel_index(np.arange(start, stop, dtype=np.int64), tuple(len(v) for v in values))
-    return pd.DataFrame({p.name: v[c] for p, v, c in zip(kernel.config, values, coords)})
 
 
 def _counts(reasons: np.ndarray) -> dict[str, int]:
@@ -180,23 +168,68 @@ def _select(df: pd.DataFrame, space: RankSpace) -> Shortlist:
     return Shortlist(kept=kept, n_dropped=int((~keep).sum()), best_dropped_ms=_nanmin(dropped))
 
 
-def _configs(space: RankSpace, start: int, stop: int) -> pd.DataFrame:
-    if space.configs is None:
-        return space_rows(space.kernel, start, stop)
-    return space.configs.iloc[start:stop].reset_index(drop=True)
+def by_time_only(space: RankSpace) -> bool:
+    """Whether the scan needs the model's time alone (``prune="none"`` with a model, no screening): Ryoo's
+    metrics are then output columns, computed for the final candidates only (:func:`with_ryoo_metrics`)."""
+    return space.prune == "none" and space.model is not None and not space.screen_bandwidth
 
 
-def scan_chunk(space: RankSpace, start: int, stop: int) -> ChunkResult:
-    """Evaluate configurations ``[start, stop)``: feasibility, Ryoo metrics, predictions, screening, shortlist.
+def _scan_by_time(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
+    """:func:`scan_configs` for :func:`by_time_only`: one analysis per configuration, the model's features,
+    which carry feasibility, register spills and whether Ryoo's metrics are defined (the reasons of the
+    infeasible ones come from an occupancy analysis of those alone)."""
+    from hybridperf.learn.features import analytical_features
+    from hybridperf.learn.model import predict_times as model_times
+
+    names = list(space.kernel.config_names)
+    params = cfg[names].reset_index(drop=True)
+    rows = prediction_rows(space, params)
+    feats = analytical_features(rows, kernels={space.kernel_key: space.kernel})
+    ok = feats["feasible"].to_numpy() > 0
+    defined = np.isfinite(feats["log_ryoo_efficiency"].to_numpy()) & np.isfinite(feats["ryoo_utilization"].to_numpy())
+    reason = np.full(len(params), "", dtype=object)
+    if (~ok).any():
+        sub = params.loc[~ok].assign(**space.sizes)
+        reason[~ok] = analyze(space.kernel, space.gpu, sub, models=["occupancy"]).reason
+    reason[ok & ~defined] = _UNDEFINED
+    ok &= defined
+    surv = params.loc[ok].reset_index(drop=True)
+    surv.insert(0, "index", cfg["index"].to_numpy(dtype=np.int64)[ok])
+    surv["efficiency"], surv["utilization"] = np.nan, np.nan
+    surv["register_spill"] = feats["register_spill"].to_numpy()[ok] > 0
+    own = {space.kernel_key: space.kernel}
+    surv["time_ms"] = (model_times(space.model, rows.loc[ok], features=feats.loc[ok], kernels=own) if ok.any()
+                       else np.zeros(0))
+    return ChunkResult(n_rows=len(cfg), infeasible=_counts(reason[~ok]), n_screened=0, shortlist=_select(surv, space))
+
+
+def with_ryoo_metrics(space: RankSpace, kept: pd.DataFrame) -> pd.DataFrame:
+    """``kept`` with Ryoo's efficiency and utilization (seed 003 Eqs. 1-2) where :func:`by_time_only` left them out."""
+    if not by_time_only(space) or kept.empty:
+        return kept
+    params = kept[list(space.kernel.config_names)].reset_index(drop=True).assign(**space.sizes)
+    ry = analyze(space.kernel, space.gpu, params, models=["occupancy", "ryoo"]).terms["ryoo"]
+    return kept.assign(efficiency=ry["efficiency"].to_numpy(dtype=np.float64),
+                       utilization=ry["utilization"].to_numpy(dtype=np.float64))
+
+
+def scan_configs(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
+    """Evaluate configurations (``cfg``: an ``index`` column and one column per config parameter):
+    feasibility, Ryoo metrics, predicted times, screening, shortlist.
 
     Infeasible configurations (a ``[space]`` constraint broken, or over an occupancy limit) are
-    counted by reason. With a model every feasible configuration's time is predicted. With
-    ``space.screen_bandwidth``, roofline memory-bound configurations are removed before the
-    shortlist is built (seed 003 Sec. 5.3: the metrics assume memory bandwidth is not the
-    bottleneck). The shortlist is the chunk's part of :func:`_select`.
+    counted by reason. With a model every feasible configuration's time is predicted (the time
+    alone: intervals and domain reasons are added to the final candidates by
+    :func:`predict_configs`). With ``space.screen_bandwidth``, roofline memory-bound
+    configurations are removed before the shortlist is built (seed 003 Sec. 5.3: the metrics
+    assume memory bandwidth is not the bottleneck). The shortlist is the chunk's part of
+    :func:`_select`.
     """
-    cfg = _configs(space, start, stop)
-    params = cfg.copy()
+    if by_time_only(space) and len(cfg):
+        return _scan_by_time(space, cfg)
+    names = list(space.kernel.config_names)
+    params = cfg[names].reset_index(drop=True)
+    index = cfg["index"].to_numpy(dtype=np.int64)
     for name, v in space.sizes.items():
         params[name] = v
     timed = [m for m in TIME_MODELS if analytical_time_column(m) in space.time_objectives]
@@ -209,13 +242,13 @@ def scan_chunk(space: RankSpace, start: int, stop: int) -> ChunkResult:
     undefined = ok & ~(np.isfinite(eff) & np.isfinite(util))
     reason[undefined] = _UNDEFINED
     ok &= ~undefined
-    surv = cfg.loc[ok].copy()
-    surv.insert(0, "index", np.arange(start, stop, dtype=np.int64)[ok])
+    surv = params.loc[ok, names].reset_index(drop=True)
+    surv.insert(0, "index", index[ok])
     surv["efficiency"], surv["utilization"] = eff[ok], util[ok]
     surv["register_spill"] = np.asarray(res.register_spill, dtype=bool)[ok]  # registers clamped: nvcc spills
     for m in timed:
         surv[analytical_time_column(m)] = res.terms[m]["time_ms"].to_numpy(dtype=np.float64)[ok]
-    surv = predict_configs(space, surv)
+    surv["time_ms"] = predict_times(space, surv)
     n_screened, unscreened, best_screened = 0, None, float("nan")
     if space.screen_bandwidth:
         mem = res.terms["roofline"]["memory_bound"].to_numpy(dtype=bool)[ok]
@@ -224,7 +257,7 @@ def scan_chunk(space: RankSpace, start: int, stop: int) -> ChunkResult:
         best_screened = _nanmin(surv["time_ms"].to_numpy(dtype=np.float64)[mem])
         unscreened = _select(surv, space)
         surv = surv.loc[~mem]
-    return ChunkResult(n_rows=stop - start, infeasible=_counts(reason[~ok]), n_screened=n_screened,
+    return ChunkResult(n_rows=len(cfg), infeasible=_counts(reason[~ok]), n_screened=n_screened,
                        shortlist=_select(surv, space), unscreened=unscreened, best_screened_ms=best_screened)
 
 
@@ -275,6 +308,16 @@ def merge_chunks(a: ChunkResult, b: ChunkResult, space: RankSpace) -> ChunkResul
                        best_screened_ms=_nanmin([a.best_screened_ms, b.best_screened_ms]))
 
 
+def with_pruned(res: ChunkResult, pruned: Mapping[str, int]) -> ChunkResult:
+    """``res`` with configurations the solver pruned (reason -> count) added to its rows and infeasible counts."""
+    if not pruned:
+        return res
+    infeasible = dict(res.infeasible)
+    for k, v in pruned.items():
+        infeasible[k] = infeasible.get(k, 0) + v
+    return dataclasses.replace(res, n_rows=res.n_rows + sum(pruned.values()), infeasible=infeasible)
+
+
 def prediction_rows(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
     """Sweep-format rows (kernel, gpu, size.*, config.*) for configurations, ready for predict_rows."""
     names = list(space.kernel.config_names)
@@ -289,6 +332,15 @@ def config_rows(kernel: str, gpu: str, sizes: Mapping[str, float], configs: pd.D
     return launch_rows(kernel, gpu, params, sizes, config_names)
 
 
+def predict_times(space: RankSpace, configs: pd.DataFrame) -> np.ndarray:
+    """The model's predicted time of each configuration (NaN without a model)."""
+    if space.model is None or configs.empty:
+        return np.full(len(configs), np.nan)
+    from hybridperf.learn.model import predict_times as model_times
+
+    return model_times(space.model, prediction_rows(space, configs), kernels={space.kernel_key: space.kernel})
+
+
 def predict_configs(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
     """``configs`` with the model's prediction columns (time_ms, lo_ms, hi_ms, regime, limiter,
     out_of_domain, ood_reason); NaN times and empty labels without a model."""
@@ -300,7 +352,7 @@ def predict_configs(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
         return out
     from hybridperf.learn.model import predict_rows
 
-    pred = predict_rows(space.model, prediction_rows(space, configs))
+    pred = predict_rows(space.model, prediction_rows(space, configs), kernels={space.kernel_key: space.kernel})
     for c in _PREDICTED:
         out[c] = pred[c].to_numpy()
     return out

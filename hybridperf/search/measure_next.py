@@ -1,7 +1,6 @@
 """What to measure next on a real GPU: suggestions from a prior and the runs so far, and retraining."""
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,60 +146,34 @@ def suggest_next(prior_source: TrainedModel | pd.DataFrame | None, candidates: p
 
 def space_candidates(kernel: str, gpu: str, sizes: Mapping[str, float], *,
                      space_overrides: Mapping[str, Sequence[float]] | None = None,
-                     max_rows: int = MAX_SPACE_ROWS) -> pd.DataFrame:
-    """Every configuration of a kernel's space (restricted by ``space_overrides``) for one problem size, as
-    sweep rows: the loop's candidates (infeasible ones are recognised and skipped by the loop)."""
-    from hybridperf.grid import grid_rows
-    from hybridperf.kernel import load_kernel
+                     candidates: pd.DataFrame | None = None, max_rows: int = MAX_SPACE_ROWS) -> pd.DataFrame:
+    """The loop's candidates for one problem size, as sweep rows: the space ``rank`` searches
+    (:func:`hybridperf.search.user_space.user_space`: the descriptor's constraints, config parameters
+    fixed in ``sizes`` and restricted by ``space_overrides``, or exactly the configurations of
+    ``candidates``). Occupancy-infeasible ones are recognised and skipped by the loop."""
+    from hybridperf.hardware import load_gpu
+    from hybridperf.kernel import kernel_key
+    from hybridperf.search.user_space import user_space
 
-    desc = load_kernel(kernel)
-    lists = {p.name: list(p.values) for p in desc.config if p.values is not None}
-    free = [p.name for p in desc.config if p.values is None and p.name not in (space_overrides or {})]
-    unknown = [n for n in (space_overrides or {}) if n not in lists and n not in free]
-    if unknown or free:
-        raise HybridperfError(f"{desc.name}: " + (f"--space names unknown config parameter {unknown[0]!r}" if unknown
-                              else f"config parameter {free[0]!r} has no values list; pass --space {free[0]}=v1,v2"))
-    for name, vals in (space_overrides or {}).items():
-        bad = [v for v in vals if name in lists and float(v) not in lists[name]]
-        if bad or not vals:
-            raise HybridperfError(f"{desc.name}: --space {name}: {bad[0] if bad else 'no value'} is not among the "
-                                  f"descriptor's values ({', '.join(f'{v:g}' for v in lists.get(name, []))})")
-        lists[name] = [float(v) for v in vals]
-    n = int(np.prod([len(v) for v in lists.values()], dtype=np.float64))
-    if n > max_rows:
-        raise HybridperfError(f"{desc.name}: the space holds {n:,} configurations (more than {max_rows:,}); restrict "
-                              "it with --space NAME=VALUES, or rank it first and pass the survivors (--candidates)")
-    return grid_rows(kernel, gpu, {**{k: [float(v)] for k, v in sizes.items()}, **lists})
+    us = user_space(kernel, sizes, restrict=space_overrides, candidates=candidates)
+    try:
+        return us.rows(kernel_key(us.kernel), load_gpu(gpu).key, max_rows)
+    except HybridperfError as exc:
+        raise HybridperfError(f"{us.kernel.name}: {exc}; restrict it with --space NAME=VALUES or --set NAME=VALUE, "
+                              "or rank it first and pass the survivors (--candidates)") from None
 
 
 def write_picks(suggestion: Suggestion, path: str | Path) -> Path:
-    """Write a suggestion's batch to measure: ``.json``, Kernel Tuner style (parameter name -> value per
-    configuration, with the problem size and the loop's predictions); ``.csv``/``.parquet``, sweep rows
-    without times (kernel, gpu, size.*, config.*, predictions). Written atomically."""
-    from hybridperf.files import atomic_write, atomic_write_text
+    """Write a suggestion's batch to measure (:func:`hybridperf.search.picks.write_picks_table`): ``.json``,
+    Kernel Tuner configurations with the problem size, the loop's predictions, why each was picked, the
+    prior and the stop decision; ``.csv``/``.parquet``, rows to measure (kernel, gpu, size.*, config.*,
+    predictions as info.* columns). Written atomically."""
+    from hybridperf.search.picks import write_picks_table
 
-    path = Path(path)
-    t = suggestion.table
-    config = [c for c in t.columns if c.startswith("config.")]
-    if path.suffix == ".json":
-        def value(v: Any) -> Any:
-            v = float(v)
-            return int(v) if v.is_integer() else v
-        doc = {"kernel": str(t["kernel"].iloc[0]) if len(t) else None, "gpu": str(t["gpu"].iloc[0]) if len(t) else None,
-               "problem_size": {c[5:]: value(t[c].iloc[0]) for c in t.columns if c.startswith("size.")} if len(t)
-               else {}, "tune_params_keys": [c[7:] for c in config],
-               "configurations": [{c[7:]: value(r[c]) for c in config} for _, r in t.iterrows()],
-               "predicted_time_ms": [None if not np.isfinite(v) else float(v) for v in t["time_ms"]],
-               "why": list(t["why"]), "prior": suggestion.prior,
-               "stop": None if suggestion.stop is None else {"stop": suggestion.stop.stop,
-                                                              "p_better": suggestion.stop.p_better,
-                                                              "reason": suggestion.stop.reason}}
-        return atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
-    if path.suffix == ".parquet":
-        return atomic_write(path, lambda tmp: t.to_parquet(tmp, index=False))
-    if path.suffix == ".csv":
-        return atomic_write(path, lambda tmp: t.to_csv(tmp, index=False))
-    raise HybridperfError(f"{path}: write the picks as .json (Kernel Tuner configurations), .csv or .parquet")
+    stop = suggestion.stop
+    meta = {"why": list(suggestion.table["why"]), "prior": suggestion.prior,
+            "stop": None if stop is None else {"stop": stop.stop, "p_better": stop.p_better, "reason": stop.reason}}
+    return write_picks_table(suggestion.table, path, meta)
 
 
 def update(model_or_training_sweep: TrainedModel | pd.DataFrame, measured: pd.DataFrame, *,

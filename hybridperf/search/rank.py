@@ -1,10 +1,9 @@
-"""Rank a kernel's configuration space: constraints, Ryoo metrics, predicted times, pruning that keeps the model's best."""
+"""Rank a kernel's configuration space: constraints, Ryoo metrics, predicted times, pruning that keeps the best."""
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,22 +11,20 @@ import numpy as np
 import pandas as pd
 
 from hybridperf.analytical.run import TIME_MODELS
-from hybridperf.errors import DescriptorError, HybridperfError
+from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, kernel_key, load_kernel
-from hybridperf.progress import task
 from hybridperf.search.chunks import (
     OBJECTIVES,
-    ChunkResult,
     RankSpace,
-    Shortlist,
-    chunk_ranges,
     config_rows,
     fill_k,
-    merge_chunks,
-    scan_chunk,
+    predict_configs,
     trim_top_k,
+    with_ryoo_metrics,
 )
+from hybridperf.search.stream import scan_space
+from hybridperf.search.user_space import user_space
 from hybridperf.sweep import param_columns, param_name
 
 if TYPE_CHECKING:
@@ -79,6 +76,7 @@ class RankResult:
     n_pruned: int = 0
     best_pruned_ms: float = float("nan")
     best_screened_ms: float = float("nan")
+    fixed: Mapping[str, float] = field(default_factory=dict)
 
     def rows(self) -> pd.DataFrame:
         """The candidates as sweep-format rows (kernel, gpu, size.*, config.*), e.g. for suggest_next."""
@@ -153,54 +151,6 @@ def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:
     return order[cols].rename(columns={n: f"config.{n}" for n in space.kernel.config_names}).reset_index(drop=True)
 
 
-def _check_overrides(kernel: KernelDescriptor, overrides: Mapping[str, Sequence[float]]) -> None:
-    # Features are rebuilt from the shipped descriptor, which rejects values outside its lists.
-    params = {p.name: p for p in kernel.config}
-    for name, vals in overrides.items():
-        p = params.get(name)
-        if p is None:
-            raise DescriptorError(f"{kernel.name}: --space names unknown config parameter {name!r}; "
-                                  f"config parameters: {', '.join(params)}")
-        if p.values is not None:
-            bad = [v for v in vals if float(v) not in p.values]
-            if bad:
-                raise DescriptorError(f"{kernel.name}: --space {name}={bad[0]:g} is not among the descriptor's values "
-                                      f"({', '.join(f'{v:g}' for v in p.values)}); restrict to a subset or edit the "
-                                      "descriptor")
-        if not vals:
-            raise DescriptorError(f"{kernel.name}: --space {name} has no values; give at least one")
-
-
-def _sizes(kernel: KernelDescriptor, sizes: Mapping[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    names = set(kernel.size_names)
-    for name, v in sizes.items():
-        if name not in names:
-            what = "a config parameter (use space_overrides / --space)" if name in kernel.config_names else "unknown"
-            raise DescriptorError(f"{kernel.name}: size {name!r} is {what}; sizes: {', '.join(kernel.size_names)}")
-        arr = np.atleast_1d(np.asarray(v, dtype=np.float64))
-        if arr.size != 1:
-            raise HybridperfError(f"{kernel.name}: rank one problem size at a time; {name} has {arr.size} values")
-        out[name] = float(arr[0])
-    # Fill size defaults and check bounds; config values are pinned so an overridden default can't fail.
-    resolved = kernel.resolve({**out, **{p.name: p.values[0] for p in kernel.config if p.values}})
-    return {n: float(np.asarray(resolved[n])) for n in kernel.size_names}
-
-
-def _iterate(space: RankSpace, ranges: list[tuple[int, int]], client: Any) -> Iterable[ChunkResult]:
-    if client is None:
-        for start, stop in ranges:
-            yield scan_chunk(space, start, stop)
-        return
-    from distributed import as_completed
-
-    remote = client.scatter(space, broadcast=True)
-    futures = client.map(scan_chunk, [remote] * len(ranges), [r[0] for r in ranges], [r[1] for r in ranges])
-    for fut in as_completed(futures):
-        yield fut.result()
-        fut.release()
-
-
 def resolve_top_k(top_k: float, n_configs: int) -> int:
     """The number of the model's fastest configurations to keep among ``n_configs``: ``top_k``
     itself when it is a count (an int >= 1), ``ceil(top_k * n_configs)`` (at least 1) when it is a
@@ -216,30 +166,6 @@ def resolve_top_k(top_k: float, n_configs: int) -> int:
         raise HybridperfError(f"top_k as a float is a share of the space and must lie in (0, 1), got {top_k:g}; "
                               "give an integer for a count")
     return max(1, math.ceil(top_k * n_configs))
-
-
-def _explicit_configs(kernel: KernelDescriptor, configs: pd.DataFrame) -> pd.DataFrame:
-    """One column per config parameter: ``config.*`` columns (a sweep table) or columns named after
-    the parameters; a missing parameter or an empty cell takes the descriptor's default."""
-    prefixed = [c for c in configs.columns if str(c).startswith("config.")]
-    table = configs[prefixed].set_axis([param_name(c) for c in prefixed], axis=1) if prefixed else configs
-    unknown = [c for c in prefixed if param_name(c) not in kernel.config_names]
-    if unknown:
-        raise DescriptorError(f"{kernel.name}: configs column {unknown[0]!r} is not a config parameter; "
-                              f"config parameters: {', '.join(kernel.config_names)}")
-    if table.empty:
-        raise HybridperfError("configs has no rows; give at least one configuration to rank")
-    out = pd.DataFrame(index=pd.RangeIndex(len(table)))
-    for p in kernel.config:
-        col = (pd.to_numeric(table[p.name], errors="coerce").to_numpy(dtype=np.float64) if p.name in table
-               else np.full(len(table), np.nan))
-        if np.isnan(col).any():
-            if p.default is None:
-                raise DescriptorError(f"{kernel.name}: configs lack a value of {p.name} in "
-                                      f"{int(np.isnan(col).sum())} rows and it has no default; fill the column")
-            col = np.where(np.isnan(col), p.default, col)
-        out[p.name] = col
-    return out
 
 
 def _prune_mode(prune: str, pareto: bool | None) -> str:
@@ -264,39 +190,45 @@ def _notes(res: RankResult, space: RankSpace) -> list[str]:
                      f"than the best kept ({kept:.4g} ms)")
     out_of_domain = int(res.candidates["out_of_domain"].sum())
     if out_of_domain:
-        notes.append(f"{out_of_domain} of {len(res.candidates)} candidates are outside the model's training domain; "
-                     "their times are extrapolations")
+        shown = int(res.table["out_of_domain"].sum())
+        notes.append(f"{out_of_domain} of {len(res.candidates)} candidates ({shown} of the top {len(res.table)}) are "
+                     "outside the model's training domain; their times are extrapolations")
+    notes += _untrained_values(space)
     return notes
 
 
-def _scan_all(space: RankSpace, chunk_rows: int, progress: bool, client: Any) -> ChunkResult:
-    n = space.size()
-    total: ChunkResult | None = None
-    with task(f"rank {space.kernel.name}: configurations", n) if progress else contextlib.nullcontext() as t:
-        for part in _iterate(space, chunk_ranges(n, chunk_rows), client):
-            total = part if total is None else merge_chunks(total, part, space)
-            if t is not None:
-                t.advance(part.n_rows)
-    if total is None:
-        empty = pd.DataFrame(columns=["index", *OBJECTIVES, "time_ms", "on_front", "in_top_k"])
-        total = ChunkResult(n_rows=0, infeasible={}, n_screened=0, shortlist=Shortlist(kept=empty))
-    return total
+def _untrained_values(space: RankSpace) -> list[str]:
+    """A note per searched parameter of which the model was trained on one value only: picks with other
+    values are out of its domain (e.g. a filter size the user meant to keep)."""
+    if space.model is None:
+        return []
+    seen = space.model.features.domain_.get(space.kernel_key, {}).get("configs", {})
+    out = []
+    for p in space.kernel.config:
+        trained = seen.get(f"config.{p.name}", {}).get("values")
+        if p.values is not None and len(p.values) > 1 and trained is not None and len(trained) == 1:
+            v = trained[0]
+            out.append(f"the model was trained on {p.name}={v:g} only, and the space searches {len(p.values)} values "
+                       f"of it; fix it to rank within the model's domain (--set {p.name}={v:g})")
+    return out
 
 
 def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu: GPUSpec | str,
                  sizes: Mapping[str, Any], *, space_overrides: Mapping[str, Sequence[float]] | None = None,
                  configs: pd.DataFrame | None = None, top: int = 10, prune: str = "union", top_k: float | None = None,
-                 screen_bandwidth: bool = False, pareto: bool | None = None, chunk_rows: int = 200_000,
-                 progress: bool = False, client: Any = None) -> RankResult:
+                 screen_bandwidth: bool = False, pareto: bool | None = None, chunk_rows: int = 50_000,
+                 progress: bool = False, client: Any = None, jobs: int = 1) -> RankResult:
     """Enumerate a kernel's configuration space, prune it, and rank the survivors by predicted time.
 
-    Stages: every configuration of the descriptor's ``[config]`` value lists (optionally
-    restricted by ``space_overrides``, or the rows of ``configs``) is checked against the
-    ``[space]`` constraints and the GPU's occupancy limits (infeasible ones are counted by
-    reason); Ryoo et al.'s efficiency and utilization (seed 003 Eqs. 1-2) are computed and, with
-    a model, every feasible configuration's time is predicted, chunk by chunk; with
-    ``screen_bandwidth`` roofline memory-bound configurations are removed first (seed 003 Sec.
-    5.3); then ``prune`` selects the shortlist:
+    Stages: the space is the descriptor's ``[config]`` value lists, with the config parameters
+    given in ``sizes`` fixed and ``space_overrides`` restricting others, built by a constraint
+    solver that never forms a configuration breaking a ``[space]`` constraint (counted by the
+    constraint that ruled it out, :class:`hybridperf.search.space.ConfigSpace`); or exactly the
+    configurations of ``configs``. Each is checked against the GPU's occupancy limits
+    (infeasible ones are counted by reason); Ryoo et al.'s efficiency and utilization (seed 003
+    Eqs. 1-2) are computed and, with a model, every feasible configuration's time is predicted,
+    chunk by chunk; with ``screen_bandwidth`` roofline memory-bound configurations are removed
+    first (seed 003 Sec. 5.3); then ``prune`` selects the shortlist:
 
     - ``"union"`` (default): the Pareto front over efficiency, utilization (maximised) and the
       model's predicted time (minimised), united with the model's k fastest predicted
@@ -317,11 +249,14 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     model : TrainedModel or None
         Predicts the times. ``None``: prune only, rank by efficiency.
     kernel, gpu : descriptor / spec, or a shipped name or TOML path.
-    sizes : mapping of size parameter -> value (one problem size; defaults fill the rest).
+    sizes : mapping of parameter -> one value: the problem size (defaults fill the rest) and any
+        config parameter to fix (``--set filter_width=15``), which is then not searched.
     space_overrides : mapping of config parameter -> allowed values (a subset of the descriptor's).
-    configs : explicit configurations to rank instead of the descriptor's Cartesian product (one
-        row each; ``config.*`` columns, as in a sweep, or columns named after the parameters; a
-        missing parameter or empty cell takes its default). ``index`` then refers to its rows.
+    configs : explicit configurations to rank instead of the descriptor's space (one row each;
+        ``config.*`` columns, as in a sweep, or columns named after the parameters; a missing
+        parameter or empty cell takes its default; see :func:`hybridperf.search.user_space.user_space`
+        for rows of other kernels or sizes and duplicates). ``index`` then refers to its rows;
+        fixes and ``space_overrides`` keep the rows that match them.
     top : number of candidates in ``RankResult.table``.
     prune : ``"union"``, ``"ryoo"`` or ``"none"`` (see above).
     top_k : the union's k: None (fill to :data:`FILL` of the feasible configurations, at least
@@ -333,6 +268,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     chunk_rows : configurations per chunk; memory stays bounded by one chunk plus the shortlist.
     progress : report the scan's progress (:mod:`hybridperf.progress`; the command line draws a bar).
     client : optional ``distributed.Client``; the same chunk function then runs on the cluster.
+    jobs : threads of this process scanning chunks side by side (without a client).
 
     Returns
     -------
@@ -344,19 +280,14 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     """
     desc = load_kernel(kernel, known=None if model is None else model.descriptors)
     spec = load_gpu(gpu)
-    if configs is not None and space_overrides:
-        raise HybridperfError("give either configs (explicit configurations) or space_overrides, not both")
-    if space_overrides:
-        _check_overrides(desc, space_overrides)
-        desc = desc.with_space({k: tuple(float(v) for v in vs) for k, vs in space_overrides.items()})
-    explicit = None if configs is None else _explicit_configs(desc, configs)
-    n = desc.space_size() if explicit is None else len(explicit)
+    us = user_space(desc, sizes, restrict=space_overrides, candidates=configs)
+    n = us.size()
     mode = _prune_mode(prune, pareto)
     k = max(top, math.ceil(FILL * n)) if top_k is None else resolve_top_k(top_k, n)
-    space = RankSpace(kernel=desc, gpu=spec, sizes=_sizes(desc, sizes), kernel_key=kernel_key(desc), gpu_key=spec.key,
+    space = RankSpace(kernel=us.kernel, gpu=spec, sizes=us.sizes, kernel_key=kernel_key(us.kernel), gpu_key=spec.key,
                       screen_bandwidth=screen_bandwidth, prune=mode, model=model, keep=top, top_k=k,
-                      configs=explicit)  # with_space keeps the path and sha256, so the key is unchanged
-    total = _scan_all(space, chunk_rows, progress, client)
+                      solver=us.space, configs=us.candidates)  # with_space keeps the path and sha256: same key
+    total = scan_space(space, chunk_rows=chunk_rows, progress=progress, client=client, jobs=jobs)
     short, fallback = total.shortlist, False
     if screen_bandwidth and short.kept.empty and total.unscreened is not None and not total.unscreened.kept.empty:
         short, fallback = total.unscreened, True
@@ -366,7 +297,8 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
         final_k = fill_k(short, int(FILL * n_sel), top) if top_k is None else resolve_top_k(top_k, n_sel)
         short = trim_top_k(short, space, min(final_k, space.top_k))
         space = dataclasses.replace(space, top_k=min(final_k, space.top_k))
-    ranked = _rank(space, short.kept.sort_values("index").reset_index(drop=True))
+    kept = with_ryoo_metrics(space, short.kept.sort_values("index").reset_index(drop=True))
+    ranked = _rank(space, predict_configs(space, kept))
     front = mode != "none"
     filled = top_k is None and mode == "union" and space.n_top > 0
     res = RankResult(kernel=space.kernel_key, gpu=space.gpu_key, sizes=dict(space.sizes), table=ranked.head(top),
@@ -377,7 +309,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
                      top_k=space.n_top or None, fill=FILL if filled else None,
                      n_top_k=int(ranked["in_top_k"].sum()) if space.n_top else None,
                      n_pruned=short.n_dropped, best_pruned_ms=short.best_dropped_ms,
-                     best_screened_ms=np.nan if fallback else total.best_screened_ms)
+                     best_screened_ms=np.nan if fallback else total.best_screened_ms, fixed=dict(us.fixed))
     notes = _notes(res, space)
     if fallback:
         notes.insert(0, f"every feasible configuration is memory-bound by the roofline ({total.n_screened}); "

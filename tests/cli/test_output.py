@@ -111,9 +111,9 @@ def test_o_writes_csv_and_parquet_with_what_json_prints(model_path: str, tmp_pat
         assert frame["config.BLOCK"].tolist() == [256] * 5 and "time_ms" not in frame.columns
     assert main(["rank", "-m", model_path, "--kernel", "matvec", "--gpu", "titan-v", "--set", "N=4096", "-o",
                  str(tmp_path / "r.csv")]) == 0
-    ranked = pd.read_csv(tmp_path / "r.csv")  # a sweep to measure: kernel, gpu, size.*, config.* first
-    assert list(ranked.columns[:4]) == ["kernel", "gpu", "size.N", "rank"] and "config.BLOCK" in ranked.columns
-    assert ranked["pred_ms"].is_monotonic_increasing
+    ranked = pd.read_csv(tmp_path / "r.csv")  # rows to measure: kernel, gpu, size.*, config.*, predictions as info.*
+    assert list(ranked.columns[:4]) == ["kernel", "gpu", "size.N", "config.BLOCK"] and "info.rank" in ranked.columns
+    assert ranked["info.pred_ms"].is_monotonic_increasing
     assert main(["analyze", "--gpu", "titan-v", "--kernel", "matvec", "--set", "N=1024,4096", "-o",
                  str(tmp_path / "a.parquet"), "--terms"]) == 0
     assert {"N", "mwp-cwp.mwp", "gpuperf.b_itilp"} <= set(pd.read_parquet(tmp_path / "a.parquet").columns)

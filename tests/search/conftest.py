@@ -9,7 +9,6 @@ import pytest
 
 from hybridperf.analytical.run import analyze
 from hybridperf.kernel import load_kernel
-from hybridperf.search.chunks import space_rows
 
 DESCRIPTOR = Path(__file__).with_name("synthetic-10m.toml")
 GPU = "titan-v"
@@ -28,7 +27,7 @@ def kernel():
 def small_sweep(kernel) -> pd.DataFrame:
     """Every configuration of SMALL with a made-up 'measured' time (feasible ones ok, others invalid)."""
     k = kernel.with_space({n: tuple(map(float, v)) for n, v in SMALL.items()})
-    cfg = space_rows(k, 0, k.space_size())
+    cfg = pd.concat(list(k.config_space()), ignore_index=True)
     a = analyze(k, GPU, cfg.assign(**SIZES), models=["mwp-cwp"])
     rng = np.random.default_rng(0)
     t = a.terms["mwp-cwp"]["time_ms"].to_numpy() * np.exp(0.3 * np.sin(cfg["BX"].to_numpy())

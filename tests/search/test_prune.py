@@ -10,15 +10,16 @@ from hypothesis import strategies as st
 
 from hybridperf.analytical.run import TIME_MODELS, analyze
 from hybridperf.errors import DescriptorError, HybridperfError
-from hybridperf.search.chunks import RankSpace, chunk_ranges, merge_chunks, scan_chunk, space_rows
+from hybridperf.search.chunks import RankSpace, merge_chunks, scan_configs, with_pruned
 from hybridperf.search.rank import rank_configs, resolve_top_k
+from hybridperf.search.user_space import user_space
 
 from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
 
 
 def _analysis(kernel, models):
     k = kernel.with_space({n: tuple(map(float, v)) for n, v in SMALL.items()})
-    cfg = space_rows(k, 0, k.space_size())
+    cfg = pd.concat(list(k.config_space()), ignore_index=True)
     return cfg, analyze(k, GPU, cfg.assign(**SIZES), models=["occupancy", "ryoo", *models])
 
 
@@ -135,13 +136,13 @@ def test_screening_reports_the_fastest_it_removed(kernel, model, predicted) -> N
 def chunks(model):
     """SMALL scanned in uneven chunks, union with a model: the parts a merge order test combines."""
     from hybridperf.hardware import load_gpu
-    from hybridperf.kernel import load_kernel
 
-    k = load_kernel(DESCRIPTOR).with_space({n: tuple(map(float, v)) for n, v in SMALL.items()})
-    space = RankSpace(kernel=k, gpu=load_gpu(GPU),
-                      sizes=SIZES, kernel_key=str(DESCRIPTOR), gpu_key=GPU, screen_bandwidth=True, model=model,
-                      top_k=25)
-    return space, [scan_chunk(space, a, b) for a, b in chunk_ranges(k.space_size(), 450)]
+    us = user_space(DESCRIPTOR, SIZES, restrict=SMALL)
+    space = RankSpace(kernel=us.kernel, gpu=load_gpu(GPU), sizes=us.sizes, kernel_key=str(DESCRIPTOR), gpu_key=GPU,
+                      screen_bandwidth=True, model=model, top_k=25, solver=us.space)
+    pruned: dict[str, int] = {}
+    parts = [scan_configs(space, cfg) for cfg in us.space.chunks(450, pruned=pruned)]
+    return space, [with_pruned(parts[0], pruned), *parts[1:]]
 
 
 def _key(res):
@@ -217,12 +218,13 @@ def test_explicit_configs_match_the_enumerated_space(model, small_sweep) -> None
     plain = small_sweep[[c for c in small_sweep.columns if c.startswith("config.")]].rename(
         columns=lambda c: c.removeprefix("config.")).drop(columns="PAD")
     res = rank_configs(None, DESCRIPTOR, GPU, SIZES, configs=plain.head(50), prune="ryoo")
-    assert (res.candidates["config.PAD"] == 0).all() and res.space_size == 50
+    # Without PAD, the 50 rows hold 25 distinct configurations: each is ranked once.
+    assert (res.candidates["config.PAD"] == 0).all() and res.space_size == len(plain.head(50).drop_duplicates()) == 25
 
 
 def test_explicit_configs_errors() -> None:
-    with pytest.raises(HybridperfError, match="not both"):
-        rank_configs(None, DESCRIPTOR, GPU, SIZES, configs=pd.DataFrame({"BX": [4]}), space_overrides=SMALL)
+    with pytest.raises(HybridperfError, match="no candidate has BX=16"):
+        rank_configs(None, DESCRIPTOR, GPU, SIZES, configs=pd.DataFrame({"BX": [4]}), space_overrides={"BX": [16]})
     with pytest.raises(DescriptorError, match="'config.ZZ' is not a config parameter"):
         rank_configs(None, DESCRIPTOR, GPU, SIZES, configs=pd.DataFrame({"config.ZZ": [4.0]}))
     with pytest.raises(HybridperfError, match="no rows"):

@@ -7,7 +7,6 @@ import pytest
 
 from hybridperf.analytical.run import analyze
 from hybridperf.errors import DescriptorError, HybridperfError
-from hybridperf.search.chunks import chunk_ranges, space_rows
 from hybridperf.search.pareto import pareto_mask
 from hybridperf.search.rank import rank_configs
 
@@ -16,16 +15,8 @@ from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
 
 def _all(kernel, overrides, models=("occupancy", "ryoo", "roofline")):
     k = kernel.with_space({n: tuple(map(float, v)) for n, v in overrides.items()})
-    cfg = space_rows(k, 0, k.space_size())
+    cfg = pd.concat(list(k.config_space()), ignore_index=True)
     return cfg, analyze(k, GPU, cfg.assign(**SIZES), models=list(models))
-
-
-def test_space_rows_follow_config_space_order(kernel) -> None:
-    k = kernel.with_space({n: tuple(map(float, v)) for n, v in SMALL.items()})
-    want = pd.concat(list(k.config_space(1000)), ignore_index=True)
-    got = pd.concat([space_rows(k, a, b) for a, b in chunk_ranges(k.space_size(), 777)], ignore_index=True)
-    pd.testing.assert_frame_equal(got, want)
-    assert chunk_ranges(10, 4) == [(0, 4), (4, 8), (8, 10)]
 
 
 def test_counts_and_front_match_a_brute_force_pass(kernel) -> None:
@@ -93,7 +84,7 @@ def test_model_ranking_intervals_and_ties(model) -> None:
 
 
 @pytest.mark.parametrize("how", [{"prune": "none"}, {"pareto": False}])
-def test_without_pruning_the_fastest_predicted_are_kept(model, small_sweep, how) -> None:
+def test_without_pruning_the_fastest_predicted_are_kept(model, kernel, small_sweep, how) -> None:
     from hybridperf.learn.model import predict_rows
 
     res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, top=4, chunk_rows=1000, **how)
@@ -103,6 +94,15 @@ def test_without_pruning_the_fastest_predicted_are_kept(model, small_sweep, how)
     np.testing.assert_allclose(res.table["time_ms"].to_numpy(), pred.nsmallest(4).to_numpy(), rtol=1e-6)
     assert res.n_pruned == len(ok) - 4
     np.testing.assert_allclose(res.best_pruned_ms, pred.nsmallest(5).iloc[-1], rtol=1e-6)
+    # This scan reads feasibility from the model's features and computes Ryoo's metrics for the kept ones
+    # only: the same counts and metrics as one analysis of every configuration.
+    cfg, a = _all(kernel, SMALL)
+    assert res.infeasible == pd.Series(a.reason[~a.feasible]).value_counts().to_dict()
+    ry = a.terms["ryoo"].iloc[res.candidates["index"].to_numpy()]
+    np.testing.assert_array_equal(res.candidates["efficiency"].to_numpy(), ry["efficiency"].to_numpy())
+    np.testing.assert_array_equal(res.candidates["utilization"].to_numpy(), ry["utilization"].to_numpy())
+    np.testing.assert_array_equal(res.candidates["register_spill"].to_numpy(),
+                                  a.register_spill[res.candidates["index"].to_numpy()])
 
 
 def test_rows_feed_predict_rows(model) -> None:
@@ -142,8 +142,10 @@ def test_a_1e5_space_streams() -> None:
 
 
 def test_errors_are_one_line_and_say_how_to_fix(model) -> None:
-    with pytest.raises(DescriptorError, match="is a config parameter"):
-        rank_configs(None, DESCRIPTOR, GPU, {"BX": 4})
+    with pytest.raises(DescriptorError, match=r"--set BX=3 is not among the descriptor's values"):
+        rank_configs(None, DESCRIPTOR, GPU, {"N": 4096, "BX": 3})
+    with pytest.raises(HybridperfError, match="both fixed"):
+        rank_configs(None, DESCRIPTOR, GPU, {"N": 4096, "BX": 4}, space_overrides={"BX": [4, 16]})
     with pytest.raises(DescriptorError, match="unknown"):
         rank_configs(None, DESCRIPTOR, GPU, {"Q": 4})
     with pytest.raises(HybridperfError, match="one problem size at a time"):

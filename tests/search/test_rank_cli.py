@@ -70,3 +70,78 @@ def test_bad_options_exit_2(argv, message, capsys) -> None:
 def test_top_k_that_is_no_number_is_refused(capsys) -> None:
     assert main([*BASE, "--top-k", "many"]) == 2
     assert "neither a count" in capsys.readouterr().err
+
+
+def test_set_fixes_a_config_parameter_and_picks_are_written(model_path, tmp_path, capsys) -> None:
+    from hybridperf.search.kernel_tuner_strategy import PicksStrategy
+    from hybridperf.sweepfile import read_rows, read_sweep
+
+    space = [a for a in SPACE if a != "BX=4,16,64,256"][1:]  # every --space but BX's
+    argv = ["rank", "--kernel", str(DESCRIPTOR), "--gpu", GPU, "--set", "N=4096", *space, "--set", "BX=64", "-m",
+            model_path, "--top", "4"]
+    assert main([*argv, "-o", str(tmp_path / "picks.csv")]) == 0
+    cap = capsys.readouterr()
+    assert "fixed (not searched): BX=64" in cap.out and f"wrote {tmp_path / 'picks.csv'}" in cap.err
+    picks = read_rows(tmp_path / "picks.csv")  # rows to measure: what predict --rows and --candidates read
+    assert len(picks) == 4 and (picks["config.BX"] == 64).all() and {"kernel", "gpu", "size.N"} <= set(picks)
+    assert picks["info.rank"].tolist() == [1, 2, 3, 4] and "time_ms" not in picks
+    measured = picks.assign(time_ms=picks["info.pred_ms"] * 1.2, status="ok")
+    measured.to_csv(tmp_path / "measured.csv", index=False)
+    # measured picks are a sweep (that train and export accept); the CLI registered the descriptor file for the
+    # run, so its rows carry the descriptor's name (kernel_key), as recorded sweeps of an own kernel do
+    assert (picks["kernel"] == "synthetic-10m").all()
+    assert len(read_sweep(tmp_path / "measured.csv", known_kernels=["synthetic-10m"])) == 4
+    assert main([*argv, "-o", str(tmp_path / "picks.json")]) == 0
+    capsys.readouterr()
+    strategy = PicksStrategy.from_file(tmp_path / "picks.json")
+    assert [c["BX"] for c in strategy.configurations] == [64] * 4
+    assert main([*argv, "-o", str(tmp_path / "picks.txt")]) == 2  # refused before ranking
+    assert "name a picks file ending in .csv, .parquet, .json" in capsys.readouterr().err
+    # The picks, given back as candidates, rank to the same order.
+    doc = _json(capsys, ["rank", "--kernel", str(DESCRIPTOR), "--gpu", GPU, "-m", model_path, "--candidates",
+                         str(tmp_path / "picks.csv"), "--no-pareto", "--top", "4", "--json"])
+    assert [r["pred_ms"] for r in doc["table"]] == pytest.approx(picks["info.pred_ms"].tolist())
+
+
+def test_suggest_takes_a_recorded_sweep_of_several_gpus_as_candidates(tmp_path, capsys) -> None:
+    from hybridperf.datasets import load_dataset
+
+    sweep = load_dataset("kt-dedispersion")  # two GPUs
+    sweep.iloc[::50].to_csv(tmp_path / "recorded.csv", index=False)
+    doc = _json(capsys, ["suggest", "--kernel", "kt-dedispersion", "--gpu", "rtx-a4000", "--candidates",
+                         str(tmp_path / "recorded.csv"), "--prior", "analytical", "--batch", "3", "--start", "3",
+                         "--json"])
+    assert len(doc["batch"]) == 3 and all(r["gpu"] == "rtx-a4000" for r in doc["batch"])
+    ranked = _json(capsys, ["rank", "--kernel", "kt-dedispersion", "--gpu", "rtx-a4000", "--candidates",
+                            str(tmp_path / "recorded.csv"), "--json"])
+    distinct = sweep.iloc[::50][[c for c in sweep.columns if c.startswith("config.")]].drop_duplicates()
+    assert {r["stage"]: r["configs"] for r in ranked["counts"]}["space"] == doc["n_candidates"] == len(distinct)
+
+
+def test_dask_addresses(capsys) -> None:
+    from hybridperf.errors import UsageError
+    from hybridperf.search.cluster import dask_client, parse_dask_address
+
+    assert parse_dask_address("local") == ("local", None) and parse_dask_address("local:3") == ("local", 3)
+    assert parse_dask_address("tcp://10.0.0.1:8786") == ("tcp://10.0.0.1:8786", None)
+    for bad in ("local:x", "local:0", " "):
+        with pytest.raises(UsageError, match="--dask"):
+            parse_dask_address(bad)
+    pytest.importorskip("distributed")
+    with pytest.raises(UsageError, match=r"cannot reach a Dask scheduler .*check the address"):
+        with dask_client("tcp://127.0.0.1:9", timeout_s=1):
+            pass
+    assert main([*BASE, "--dask", "tcp://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach a Dask scheduler" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prune", [["--top-k", "9"], ["--no-pareto"]])
+def test_dask_local_cluster_gives_the_serial_result(model_path, capsys, prune) -> None:
+    pytest.importorskip("distributed")
+    argv = [*BASE, "-m", model_path, *prune, "--json", "--chunk-rows", "500"]
+    serial = _json(capsys, argv)
+    local = _json(capsys, [*argv, "--dask", "local:2"])
+    threads = _json(capsys, [*argv, "--jobs", "2"])
+    assert serial == local == threads

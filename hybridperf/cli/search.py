@@ -53,6 +53,8 @@ def cmd_rank(args: argparse.Namespace) -> int:
         res.candidates.to_csv(sys.stdout, index=False)
         return 0
     print(res.describe_pruning())
+    if res.describe_odds():
+        print(res.describe_odds())
     print_table(res.counts())
     for note in res.notes:
         print(f"note: {note}")

@@ -1,7 +1,7 @@
 """Split-conformal prediction intervals in log space: plain, and normalised Mondrian by kind of shift."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,10 +119,8 @@ class ConformalIntervals:
             below = base + (levels[first] - base) / edges[first] * shift
         return np.maximum(np.where(ed > 0, lv + grow, below), base)
 
-    def half_width(self, X: Any, reasons: pd.DataFrame, kernels: pd.Series, coverage: float) -> FloatArray:
-        """Log-space half widths of the rows of ``X`` whose out-of-domain ``reasons`` (the columns of
-        :func:`hybridperf.learn.domain.out_of_domain`) say which shifts apply."""
-        kernels = kernels.astype(str).to_numpy()
+    def _quantiles(self, reasons: pd.DataFrame, kernels: np.ndarray, coverage: float) -> FloatArray:
+        """The normalised score quantile of each row: its kernel's (or the shift's), raised by each reason."""
         shift = np.log2(np.maximum(reasons["ood_size_factor"].to_numpy(dtype=np.float64), 1.0))
         q = np.empty(len(kernels))
         for kernel in np.unique(kernels):
@@ -136,7 +134,24 @@ class ConformalIntervals:
             qb = self._calibrated(name, coverage)
             # A shift no held-out fit could calibrate (e.g. a GPU when training had one): the widest we have.
             q = np.where(flag.to_numpy(dtype=bool), np.maximum(q, widest if qb is None else qb), q)
-        return q * self.sigma(X)
+        return q
+
+    def half_width(self, X: Any, reasons: pd.DataFrame, kernels: pd.Series, coverage: float) -> FloatArray:
+        """Log-space half widths of the rows of ``X`` whose out-of-domain ``reasons`` (the columns of
+        :func:`hybridperf.learn.domain.out_of_domain`) say which shifts apply."""
+        return self.half_widths(X, reasons, kernels, (coverage,))[:, 0]
+
+    def half_widths(self, X: Any, reasons: pd.DataFrame, kernels: pd.Series, levels: Sequence[float]) -> FloatArray:
+        """:meth:`half_width` at each coverage of ``levels``: one column per level, the difficulty
+        estimated once. Non-decreasing along a row for increasing ``levels``."""
+        names = kernels.astype(str).to_numpy()
+        order = np.argsort(np.asarray(levels, dtype=np.float64))
+        q = np.empty((len(names), len(order)))
+        for j in order:
+            q[:, j] = self._quantiles(reasons, names, levels[j])
+        if len(order):
+            q[:, order] = np.maximum.accumulate(q[:, order], axis=1)
+        return q * self.sigma(X)[:, None]
 
     def to_dict(self) -> dict[str, Any]:
         """The scores per bin and the difficulty booster as JSON values (for the model file)."""

@@ -13,6 +13,7 @@ from hybridperf.analytical.run import TIME_MODELS, analyze
 from hybridperf.errors import DescriptorError, HybridperfError
 from hybridperf.hardware import GPUSpec
 from hybridperf.kernel import KernelDescriptor
+from hybridperf.search.optimum import LEVELS, still_contending, width_columns
 from hybridperf.search.pareto import pareto_mask
 from hybridperf.sweep import launch_rows
 
@@ -97,11 +98,16 @@ class RankSpace:
 @dataclass(frozen=True, slots=True)
 class Shortlist:
     """Configurations kept by the selection (flags ``on_front`` and ``in_top_k``) and what it dropped:
-    ``n_dropped`` configurations, the fastest predicted of them ``best_dropped_ms`` (NaN without a model)."""
+    ``n_dropped`` configurations, the fastest predicted of them ``best_dropped_ms`` (NaN without a
+    model), and those of them that could still be the fastest by their prediction intervals
+    (``contenders``, see :func:`hybridperf.search.optimum.still_contending`; ``n_lost`` more of
+    them than it keeps)."""
 
     kept: pd.DataFrame
     n_dropped: int = 0
     best_dropped_ms: float = float("nan")
+    contenders: pd.DataFrame | None = None
+    n_lost: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +183,21 @@ def _select(df: pd.DataFrame, space: RankSpace) -> Shortlist:
     keep = on_front | in_top
     dropped = df["time_ms"].to_numpy(dtype=np.float64)[~keep]
     kept = df.loc[keep].assign(on_front=on_front[keep], in_top_k=in_top[keep]).reset_index(drop=True)
-    return Shortlist(kept=kept, n_dropped=int((~keep).sum()), best_dropped_ms=_nanmin(dropped))
+    cont, lost = still_contending(kept, df.loc[~keep])
+    return Shortlist(kept=kept, n_dropped=int((~keep).sum()), best_dropped_ms=_nanmin(dropped), contenders=cont,
+                     n_lost=lost)
+
+
+def _with_contenders(out: Shortlist, parts: Sequence[Shortlist], n_dropped: int, best: float) -> Shortlist:
+    """``out`` (a selection from the kept rows of ``parts``) with the parts' drops added: counts, the
+    fastest, and the contenders of all, filtered again against the new shortlist."""
+    frames = [p.contenders for p in (*parts, out) if p.contenders is not None and not p.contenders.empty]
+    lost = sum(p.n_lost for p in (*parts, out))
+    cont = out.contenders
+    if frames:
+        cont, more = still_contending(out.kept, pd.concat(frames, ignore_index=True))
+        lost += more
+    return Shortlist(kept=out.kept, n_dropped=n_dropped, best_dropped_ms=best, contenders=cont, n_lost=lost)
 
 
 def _configs(space: RankSpace, start: int, stop: int) -> pd.DataFrame:
@@ -240,16 +260,16 @@ def _merge(a: Shortlist | None, b: Shortlist | None, space: RankSpace) -> Shortl
     parts = [s.kept for s in (a, b) if not s.kept.empty]
     pool = pd.concat(parts, ignore_index=True) if parts else a.kept
     out = _select(pool, space)
-    return Shortlist(kept=out.kept, n_dropped=a.n_dropped + b.n_dropped + out.n_dropped,
-                     best_dropped_ms=_nanmin([a.best_dropped_ms, b.best_dropped_ms, out.best_dropped_ms]))
+    return _with_contenders(out, (a, b), a.n_dropped + b.n_dropped + out.n_dropped,
+                            _nanmin([a.best_dropped_ms, b.best_dropped_ms, out.best_dropped_ms]))
 
 
 def trim_top_k(short: Shortlist, space: RankSpace, k: int) -> Shortlist:
     """``short`` with its top-k cut to ``k <= space.top_k`` (exact: top-k sets are nested, and the
     front is unchanged); what the cut drops is added to the dropped count and fastest time."""
     out = _select(short.kept, dataclasses.replace(space, top_k=k))
-    return Shortlist(kept=out.kept, n_dropped=short.n_dropped + out.n_dropped,
-                     best_dropped_ms=_nanmin([short.best_dropped_ms, out.best_dropped_ms]))
+    return _with_contenders(out, (short,), short.n_dropped + out.n_dropped,
+                            _nanmin([short.best_dropped_ms, out.best_dropped_ms]))
 
 
 def fill_k(short: Shortlist, budget: int, k_min: int) -> int:
@@ -291,7 +311,8 @@ def config_rows(kernel: str, gpu: str, sizes: Mapping[str, float], configs: pd.D
 
 def predict_configs(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
     """``configs`` with the model's prediction columns (time_ms, lo_ms, hi_ms, regime, limiter,
-    out_of_domain, ood_reason); NaN times and empty labels without a model."""
+    out_of_domain, ood_reason, and the half widths at :data:`hybridperf.search.optimum.LEVELS`); NaN
+    times and empty labels without a model."""
     out = configs.copy()
     if space.model is None or configs.empty:
         for c in ("time_ms", "lo_ms", "hi_ms"):
@@ -300,7 +321,7 @@ def predict_configs(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
         return out
     from hybridperf.learn.model import predict_rows
 
-    pred = predict_rows(space.model, prediction_rows(space, configs))
-    for c in _PREDICTED:
+    pred = predict_rows(space.model, prediction_rows(space, configs), levels=LEVELS)
+    for c in (*_PREDICTED, *width_columns()):
         out[c] = pred[c].to_numpy()
     return out

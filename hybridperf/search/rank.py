@@ -1,4 +1,4 @@
-"""Rank a kernel's configuration space: constraints, Ryoo metrics, predicted times, pruning that keeps the model's best."""
+"""Rank a kernel's configuration space: constraints, Ryoo metrics, predicted times, pruning keeping the model's best."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from hybridperf.analytical.run import TIME_MODELS
-from hybridperf.errors import DescriptorError, HybridperfError
+from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, load_kernel
 from hybridperf.search.chunks import (
@@ -27,6 +27,8 @@ from hybridperf.search.chunks import (
     scan_chunk,
     trim_top_k,
 )
+from hybridperf.search.optimum import shortlist_probabilities
+from hybridperf.search.request import check_overrides, explicit_configs, problem_sizes
 from hybridperf.sweep import param_columns, param_name
 
 if TYPE_CHECKING:
@@ -57,6 +59,12 @@ class RankResult:
     ``n_pruned`` how many feasible configurations the selection dropped and ``best_pruned_ms``
     the fastest predicted time among them (NaN without a model), so a user sees whether pruning
     dropped something the model likes; ``best_screened_ms`` the same for bandwidth screening.
+
+    With a model, ``p_fastest_kept`` is the probability that the truly fastest configuration (of
+    those left after screening) is among ``candidates``, and ``p_fastest_in_table`` that it is among
+    ``table``, from the prediction intervals (:mod:`hybridperf.search.optimum`: errors taken as
+    independent, so the probabilities are conservative); ``n_contenders`` counts the dropped
+    configurations whose intervals still allow them to be the fastest. NaN without a model.
     """
 
     kernel: str  # as rows name it: shipped name, or descriptor path
@@ -78,6 +86,9 @@ class RankResult:
     n_pruned: int = 0
     best_pruned_ms: float = float("nan")
     best_screened_ms: float = float("nan")
+    p_fastest_kept: float = float("nan")
+    p_fastest_in_table: float = float("nan")
+    n_contenders: int = 0
 
     def rows(self) -> pd.DataFrame:
         """The candidates as sweep-format rows (kernel, gpu, size.*, config.*), e.g. for suggest_next."""
@@ -127,12 +138,24 @@ class RankResult:
         filled = f", filled to {self.fill:.0%} of the feasible" if self.fill else ""
         return text + f", plus the model's {self.top_k} fastest predicted{filled})"
 
+    def describe_odds(self) -> str:
+        """One line: how likely the fastest configuration is among the candidates and the table ('' without)."""
+        if not np.isfinite(self.p_fastest_kept):
+            return "" if self.n_contenders == 0 else (
+                f"chance the fastest is kept: unknown ({self.n_contenders} dropped configurations could be the "
+                "fastest by their intervals)")
+        return (f"chance the fastest configuration is among the {len(self.candidates)} ranked: "
+                f"{self.p_fastest_kept:.1%}; among the {len(self.table)} shown: {self.p_fastest_in_table:.1%} "
+                f"(prediction intervals, errors taken as independent; {self.n_contenders} dropped could be the fastest)")
+
     def pruning(self) -> dict[str, Any]:
         """How the pruning did, as plain values (for JSON output)."""
         return {"prune": self.prune, "objectives": list(self.objectives), "top_k": self.top_k, "fill": self.fill,
                 "screened": self.n_screened, "on_front": self.n_pareto, "in_top_k": self.n_top_k,
                 "ranked": len(self.candidates), "pruned": self.n_pruned, "best_pruned_ms": self.best_pruned_ms,
-                "best_screened_ms": self.best_screened_ms, "screened_fallback": self.screened_fallback}
+                "best_screened_ms": self.best_screened_ms, "screened_fallback": self.screened_fallback,
+                "p_fastest_kept": self.p_fastest_kept, "p_fastest_in_table": self.p_fastest_in_table,
+                "contenders_dropped": self.n_contenders}
 
 
 def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:
@@ -150,40 +173,6 @@ def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:
     cols += ([] if space.model is not None else space.time_objectives) + ["on_front", "in_top_k"]
     cols += [c for c in ("register_spill", "memory_bound") if c in order.columns]
     return order[cols].rename(columns={n: f"config.{n}" for n in space.kernel.config_names}).reset_index(drop=True)
-
-
-def _check_overrides(kernel: KernelDescriptor, overrides: Mapping[str, Sequence[float]]) -> None:
-    # Features are rebuilt from the shipped descriptor, which rejects values outside its lists.
-    params = {p.name: p for p in kernel.config}
-    for name, vals in overrides.items():
-        p = params.get(name)
-        if p is None:
-            raise DescriptorError(f"{kernel.name}: --space names unknown config parameter {name!r}; "
-                                  f"config parameters: {', '.join(params)}")
-        if p.values is not None:
-            bad = [v for v in vals if float(v) not in p.values]
-            if bad:
-                raise DescriptorError(f"{kernel.name}: --space {name}={bad[0]:g} is not among the descriptor's values "
-                                      f"({', '.join(f'{v:g}' for v in p.values)}); restrict to a subset or edit the "
-                                      "descriptor")
-        if not vals:
-            raise DescriptorError(f"{kernel.name}: --space {name} has no values; give at least one")
-
-
-def _sizes(kernel: KernelDescriptor, sizes: Mapping[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    names = set(kernel.size_names)
-    for name, v in sizes.items():
-        if name not in names:
-            what = "a config parameter (use space_overrides / --space)" if name in kernel.config_names else "unknown"
-            raise DescriptorError(f"{kernel.name}: size {name!r} is {what}; sizes: {', '.join(kernel.size_names)}")
-        arr = np.atleast_1d(np.asarray(v, dtype=np.float64))
-        if arr.size != 1:
-            raise HybridperfError(f"{kernel.name}: rank one problem size at a time; {name} has {arr.size} values")
-        out[name] = float(arr[0])
-    # Fill size defaults and check bounds; config values are pinned so an overridden default can't fail.
-    resolved = kernel.resolve({**out, **{p.name: p.values[0] for p in kernel.config if p.values}})
-    return {n: float(np.asarray(resolved[n])) for n in kernel.size_names}
 
 
 def _iterate(space: RankSpace, ranges: list[tuple[int, int]], client: Any) -> Iterable[ChunkResult]:
@@ -215,30 +204,6 @@ def resolve_top_k(top_k: float, n_configs: int) -> int:
         raise HybridperfError(f"top_k as a float is a share of the space and must lie in (0, 1), got {top_k:g}; "
                               "give an integer for a count")
     return max(1, math.ceil(top_k * n_configs))
-
-
-def _explicit_configs(kernel: KernelDescriptor, configs: pd.DataFrame) -> pd.DataFrame:
-    """One column per config parameter: ``config.*`` columns (a sweep table) or columns named after
-    the parameters; a missing parameter or an empty cell takes the descriptor's default."""
-    prefixed = [c for c in configs.columns if str(c).startswith("config.")]
-    table = configs[prefixed].set_axis([param_name(c) for c in prefixed], axis=1) if prefixed else configs
-    unknown = [c for c in prefixed if param_name(c) not in kernel.config_names]
-    if unknown:
-        raise DescriptorError(f"{kernel.name}: configs column {unknown[0]!r} is not a config parameter; "
-                              f"config parameters: {', '.join(kernel.config_names)}")
-    if table.empty:
-        raise HybridperfError("configs has no rows; give at least one configuration to rank")
-    out = pd.DataFrame(index=pd.RangeIndex(len(table)))
-    for p in kernel.config:
-        col = (pd.to_numeric(table[p.name], errors="coerce").to_numpy(dtype=np.float64) if p.name in table
-               else np.full(len(table), np.nan))
-        if np.isnan(col).any():
-            if p.default is None:
-                raise DescriptorError(f"{kernel.name}: configs lack a value of {p.name} in "
-                                      f"{int(np.isnan(col).sum())} rows and it has no default; fill the column")
-            col = np.where(np.isnan(col), p.default, col)
-        out[p.name] = col
-    return out
 
 
 def _prune_mode(prune: str, pareto: bool | None) -> str:
@@ -354,13 +319,13 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     if configs is not None and space_overrides:
         raise HybridperfError("give either configs (explicit configurations) or space_overrides, not both")
     if space_overrides:
-        _check_overrides(desc, space_overrides)
+        check_overrides(desc, space_overrides)
         desc = desc.with_space({k: tuple(float(v) for v in vs) for k, vs in space_overrides.items()})
-    explicit = None if configs is None else _explicit_configs(desc, configs)
+    explicit = None if configs is None else explicit_configs(desc, configs)
     n = desc.space_size() if explicit is None else len(explicit)
     mode = _prune_mode(prune, pareto)
     k = max(top, math.ceil(FILL * n)) if top_k is None else resolve_top_k(top_k, n)
-    space = RankSpace(kernel=desc, gpu=spec, sizes=_sizes(desc, sizes), kernel_key=desc.key, gpu_key=spec.key,
+    space = RankSpace(kernel=desc, gpu=spec, sizes=problem_sizes(desc, sizes), kernel_key=desc.key, gpu_key=spec.key,
                       screen_bandwidth=screen_bandwidth, prune=mode, model=model, keep=top, top_k=k,
                       configs=explicit)  # with_space keeps the descriptor's path, so desc.key is the user's
     total = _scan_all(space, chunk_rows, progress, client)
@@ -373,7 +338,10 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
         final_k = fill_k(short, int(FILL * n_sel), top) if top_k is None else resolve_top_k(top_k, n_sel)
         short = trim_top_k(short, space, min(final_k, space.top_k))
         space = dataclasses.replace(space, top_k=min(final_k, space.top_k))
-    ranked = _rank(space, short.kept.sort_values("index").reset_index(drop=True))
+    kept = short.kept.sort_values("index").reset_index(drop=True)
+    ranked = _rank(space, kept)
+    shown = kept["index"].isin(ranked["index"].head(top)).to_numpy()
+    p_kept, p_table = (np.nan, np.nan) if short.n_lost else shortlist_probabilities(kept, short.contenders, shown)
     front = mode != "none"
     filled = top_k is None and mode == "union" and space.n_top > 0
     res = RankResult(kernel=space.kernel_key, gpu=space.gpu_key, sizes=dict(space.sizes), table=ranked.head(top),
@@ -384,7 +352,9 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
                      top_k=space.n_top or None, fill=FILL if filled else None,
                      n_top_k=int(ranked["in_top_k"].sum()) if space.n_top else None,
                      n_pruned=short.n_dropped, best_pruned_ms=short.best_dropped_ms,
-                     best_screened_ms=np.nan if fallback else total.best_screened_ms)
+                     best_screened_ms=np.nan if fallback else total.best_screened_ms, p_fastest_kept=p_kept,
+                     p_fastest_in_table=p_table, n_contenders=len(short.contenders) + short.n_lost
+                     if short.contenders is not None else 0)
     notes = _notes(res, space)
     if fallback:
         notes.insert(0, f"every feasible configuration is memory-bound by the roofline ({total.n_screened}); "

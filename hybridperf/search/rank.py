@@ -146,7 +146,8 @@ class RankResult:
                 "fastest by their intervals)")
         return (f"chance the fastest configuration is among the {len(self.candidates)} ranked: "
                 f"{self.p_fastest_kept:.1%}; among the {len(self.table)} shown: {self.p_fastest_in_table:.1%} "
-                f"(prediction intervals, errors taken as independent; {self.n_contenders} dropped could be the fastest)")
+                f"(prediction intervals, errors taken as independent; {self.n_contenders} dropped could be "
+                "the fastest)")
 
     def pruning(self) -> dict[str, Any]:
         """How the pruning did, as plain values (for JSON output)."""

@@ -1,4 +1,4 @@
-"""The probability that the fastest configuration is in the shortlist, against Monte-Carlo and brute-force references."""
+"""P(the fastest configuration is in the shortlist), against Monte-Carlo and brute-force references."""
 from __future__ import annotations
 
 import numpy as np

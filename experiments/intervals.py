@@ -33,13 +33,14 @@ from hybridperf.evaluation.splits import split_indices  # noqa: E402
 from hybridperf.hardware import gpu_names  # noqa: E402
 from hybridperf.learn.estimator import default_booster  # noqa: E402
 from hybridperf.learn.features import analytical_features  # noqa: E402
+from hybridperf.learn.intervals import bin_keys  # noqa: E402
 from hybridperf.learn.model import fit_model, make_model, predict_rows, size_bands  # noqa: E402
 from hybridperf.sweep import training_rows  # noqa: E402
 
 SPECS = set(gpu_names())
 LEVELS = (0.8, 0.9)
 COLUMNS = ["case", "split", "subset", "n_train", "n", "mape", "cover80", "cover90", "hilo80", "hilo90", "winkler80",
-           "winkler90", "plain_cover80", "plain_cover90", "plain_hilo90", "plain_winkler90", "seconds"]
+           "winkler90", "plain_cover80", "plain_cover90", "plain_hilo90", "plain_winkler90", "seconds", "bins"]
 Case = tuple[str, str, str, Callable[[], pd.DataFrame], dict]
 
 
@@ -92,7 +93,28 @@ def fit_and_predict(sweep: pd.DataFrame, split: str, seed: int = 0, **opts: obje
     for col in p.columns:
         if col.startswith("ood_"):
             out[col] = p[col].to_numpy()
+    if model.intervals is not None:  # diagnostics: each row's main bin, its difficulty and the bin's calibration
+        ci = model.intervals
+        reasons = p[[c for c in p.columns if c.startswith("ood_") and c != "ood_reason"]]
+        out["bin"] = [k[0] for k in bin_keys(reasons, test["kernel"])]
+        out["sigma"] = ci.sigma(X)
+        out["bin_scores"] = [len(ci.scores.get(b, ())) for b in out["bin"]]
+        out["bin_q90"] = [ci.quantile(b, 0.9, min_bin=1) for b in out["bin"]]
     return out.reset_index(drop=True), len(tr)
+
+
+def diagnose(pred: pd.DataFrame) -> str:
+    """The test rows' main bins (over 10% of the rows): share, calibration scores, the bin's 90% score
+    quantile and the test rows' own (|log error| / sigma): far apart = not exchangeable."""
+    if "bin" not in pred:
+        return ""
+    score = np.abs(np.log(pred["measured_ms"] / pred["time_ms"])) / pred["sigma"]
+    parts = []
+    for b, g in pred.assign(score=score).groupby("bin"):
+        if len(g) >= 0.1 * len(pred):
+            parts.append(f"{b}: {len(g) / len(pred):.0%} of rows, {g['bin_scores'].iloc[0]} scores, "
+                         f"q90 {g['bin_q90'].iloc[0]:.3g} vs test {np.quantile(g['score'], 0.9):.3g}")
+    return "; ".join(parts)
 
 
 def summarise(pred: pd.DataFrame) -> dict[str, float]:
@@ -117,8 +139,8 @@ def run_case(case: Case, rows_dir: Path | None = None) -> list[dict]:
     if rows_dir is not None:
         pred.to_parquet(rows_dir / f"{name}_{split}_{subset}.parquet")
     parts = pred.groupby("gpu") if subset == "each" else [(subset, pred)]
-    return [{"case": name, "split": split, "subset": str(sub), "n_train": n_train, **summarise(p), "seconds": seconds}
-            for sub, p in parts]
+    return [{"case": name, "split": split, "subset": str(sub), "n_train": n_train, **summarise(p), "seconds": seconds,
+             "bins": diagnose(p)} for sub, p in parts]
 
 
 def main(argv: list[str]) -> None:
@@ -156,7 +178,12 @@ def main(argv: list[str]) -> None:
     text = [header("Prediction intervals: coverage and sharpness", "python experiments/intervals.py"),
             __doc__ or "", f"\n90% within 85-95%: {int(ok90.sum())} of {len(table)}; "
             f"80% within 75-85%: {int(ok80.sum())} of {len(table)}; both: {int((ok90 & ok80).sum())}; "
-            f"S1 largest median hi/lo (90%): {s1['hilo90'].max():.3g}\n", md_table(table, floatfmt=".3g")]
+            f"S1 largest median hi/lo (90%): {s1['hilo90'].max():.3g}\n",
+            md_table(table.drop(columns="bins"), floatfmt=".3g"),
+            "\n## Calibration bins of the test rows\n\nPer case, each bin holding over 10% of the test rows: its "
+            "share, its calibration scores, its 90% quantile of |log error| / sigma and the test rows' own (far apart: "
+            "the calibration's held-out fits were not exchangeable with this test).\n",
+            md_table(table[["case", "split", "subset", "bins"]])]
     (RESULTS / "intervals.md").write_text("\n".join(text) + "\n")
 
 

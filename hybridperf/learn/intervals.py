@@ -108,7 +108,8 @@ class ConformalIntervals:
     - inside the domain, its kernel's bin ``kernel:<name>`` replaces ``seen|0`` where it has scores.
 
     A bin counts when it holds at least ``min_bin`` scores; where ``seen|0`` does not, the root bin
-    ``random`` (every random-fold score) stands in for it, however few its scores. ``difficulty`` predicts log sigma from
+    ``random`` (every random-fold score) stands in for it, however few its scores, and ``few|0`` (a
+    GPU's own held-out runs) counts however few its scores too. ``difficulty`` predicts log sigma from
     the design-matrix columns ``difficulty_columns`` (None: sigma = 1): parameters, GPU fields and
     group ids, not the analytical terms, so that beyond the trained sizes (where trees are flat in
     the size columns) sigma is constant and the width grows with the size shift alone.
@@ -182,7 +183,8 @@ class ConformalIntervals:
             if not np.isfinite(base):  # the root: every random-fold score, however few (inf if too few for coverage)
                 base = self.quantile("random", coverage, min_bin=1)
         else:
-            base = self.quantile(f"{prim}|0", coverage)
+            # A GPU's few runs calibrate it however few they are (exchangeable with its other runs).
+            base = self.quantile(f"{prim}|0", coverage, min_bin=1 if prim == "few" else None)
             if not np.isfinite(base):  # no held-out fit showed this shift: the widest bins we have
                 base = self.quantile("gpu|0", coverage) if prim == "few" else np.inf
                 base = base if np.isfinite(base) else self._widest(coverage, kernels=prim == "kernel")

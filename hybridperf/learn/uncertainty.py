@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupKFold
+from sklearn.model_selection import GroupKFold, KFold
 
 from hybridperf.learn.domain import FEW_RUNS_SHARE, out_of_domain, training_domain
 from hybridperf.learn.folds import Split, forward_splits
@@ -63,23 +63,23 @@ def _group_splits(labels: np.ndarray, rng: np.random.Generator) -> list[Split]:
 
 
 def _few_runs_splits(rows: pd.DataFrame, rng: np.random.Generator) -> list[Split]:
-    """Where training has a GPU with few runs of a kernel (see :data:`FEW_RUNS_SHARE`): each other GPU
-    of that kernel left out but for as many random runs, the rest of its runs predicted (at most 5)."""
+    """Where a GPU has few runs of a kernel (see :data:`FEW_RUNS_SHARE`): 5 folds over those runs,
+    each predicted by a fit on every other row (its other runs kept, the rest capped), so that the
+    GPU's own held-out runs calibrate it (exchangeable with its other runs, unlike any other GPU's)."""
     out: list[Split] = []
     kernels, gpus = rows["kernel"].astype(str).to_numpy(), rows["gpu"].astype(str).to_numpy()
     for kernel in np.unique(kernels):
         runs = pd.Series(gpus[kernels == kernel]).value_counts()
-        few = runs[runs < FEW_RUNS_SHARE * runs.max()]
-        if few.empty:
-            continue
-        keep = int(few.max())
-        for gpu in runs[runs >= FEW_RUNS_SHARE * runs.max()].index[:5]:
+        for gpu in runs[runs < FEW_RUNS_SHARE * runs.max()].index:
             mine = np.flatnonzero((kernels == kernel) & (gpus == gpu))
-            if len(mine) < 2 * keep + 10:
+            if len(mine) < 10:
                 continue
-            stay = rng.choice(mine, keep, replace=False)
-            te = np.setdiff1d(mine, stay)
-            out.append((_cap(np.union1d(np.flatnonzero(~((kernels == kernel) & (gpus == gpu))), stay), rng), te))
+            others = np.flatnonzero(~((kernels == kernel) & (gpus == gpu)))
+            for _, te in KFold(n_splits=5, shuffle=True, random_state=0).split(mine):
+                keep = np.setdiff1d(mine, mine[te])
+                room = max(CALIBRATION_ROWS - len(keep), 0)
+                rest = rng.choice(others, room, replace=False) if len(others) > room else others
+                out.append((np.union1d(rest, keep), mine[te]))
     return out
 
 
@@ -125,7 +125,8 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
     """Held-out log residuals of the estimator's settings for each kind of shift, one row each:
     ``row`` (position in ``rows``), ``family`` (``random`` folds, ``forward`` fits of the largest
     size band, ``gpu`` / ``kernel`` left out, ``few`` runs of a GPU kept), ``residual`` and the
-    out-of-domain reasons of the row with respect to its fit's training rows."""
+    out-of-domain reasons of the row with respect to its fit's training rows (the ``few`` fits'
+    rows show few runs: their GPU keeps four fifths of them)."""
     held = getattr(est, "heldout_", {})
     rows = rows.reset_index(drop=True)
     logy = np.log(np.asarray(y, dtype=np.float64))
@@ -158,7 +159,7 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     Residuals come from held-out fits of the estimator's own settings (:func:`calibration_residuals`):
     its random folds, forward fits of the largest size band (given the ordered size ``groups`` it was
     fitted with, or two to five distinct sizes), leave-GPU-out and leave-kernel-out fits and, where a
-    GPU has few runs, fits that keep as few runs of another GPU. Each residual, divided by the
+    GPU has few runs, fits that hold out a fifth of its runs at a time. Each residual, divided by the
     cross-fitted difficulty of its row, is a score in the bins of its reasons (:func:`bin_keys`).
     ``X`` is the estimator's design matrix of the training ``rows`` (times ``y``); ``regimes`` their
     MWP-CWP regime codes. None when the estimator kept no held-out predictions (coverage=None).

@@ -55,14 +55,14 @@ def _neusight() -> pd.DataFrame:
 def cases() -> Iterator[Case]:
     """(case, split, subset, data loader, split options); subset "each" = one line per GPU of the test rows."""
     gemm_gpus = sorted(_neusight().gpu.unique())
-    for gpu in gemm_gpus:
-        yield "neusight", "S1", gpu, lambda g=gpu: _neusight().query("gpu == @g"), {}
-    for gpu in gemm_gpus:
-        yield "neusight", "S2", gpu, lambda g=gpu: _neusight().query("gpu == @g"), {"train_max_size": 512}
     yield "seed004", "S2", "titan-v", lambda: load_dataset("titanv-seed004"), {}
     yield "aiwc", "S2", "each", lambda: _with_spec(load_dataset("aiwc-opendwarfs")), {"train_max_size": 2}
+    for gpu in gemm_gpus:
+        yield "neusight", "S2", gpu, lambda g=gpu: _neusight().query("gpu == @g"), {"train_max_size": 512}
     for gpu in sorted(load_dataset("kt-gemm-rtx").gpu.unique()):
         yield "kt-gemm-rtx", "S4", gpu, lambda: load_dataset("kt-gemm-rtx"), {"holdout": gpu, "calibration_runs": 50}
+    for gpu in gemm_gpus:
+        yield "neusight", "S1", gpu, lambda g=gpu: _neusight().query("gpu == @g"), {}
     for gpu in gemm_gpus:
         yield "neusight", "S6", gpu, _neusight, {"holdout": gpu}
 
@@ -143,6 +143,32 @@ def run_case(case: Case, rows_dir: Path | None = None) -> list[dict]:
              "bins": diagnose(p)} for sub, p in parts]
 
 
+def write(done: pd.DataFrame, new_rows: list[dict], ran: list[tuple[str, str, str]]) -> None:
+    """results/intervals.csv and .md: the cases run now replace their earlier lines."""
+    new = pd.DataFrame(new_rows, columns=COLUMNS)
+    if len(done):
+        keep = [not any(r.case == c and r.split == s and (r.subset == sub or sub == "each") for c, s, sub in ran)
+                for r in done.itertuples()]
+        done = done[keep]
+    table = pd.concat([done, new], ignore_index=True) if len(done) else new
+    order = {s: i for i, s in enumerate(("S1", "S2", "S4", "S6"))}
+    table = table.sort_values(["split", "case", "subset"], key=lambda c: c.map(order) if c.name == "split" else c)
+    table.to_csv(RESULTS / "intervals.csv", index=False)
+    ok90 = table["cover90"].between(85, 95)
+    ok80 = table["cover80"].between(75, 85)
+    s1 = table[table.split == "S1"]
+    text = [header("Prediction intervals: coverage and sharpness", "python experiments/intervals.py"),
+            __doc__ or "", f"\n90% within 85-95%: {int(ok90.sum())} of {len(table)}; "
+            f"80% within 75-85%: {int(ok80.sum())} of {len(table)}; both: {int((ok90 & ok80).sum())}; "
+            f"S1 largest median hi/lo (90%): {s1['hilo90'].max():.3g}\n",
+            md_table(table.drop(columns="bins"), floatfmt=".3g"),
+            "\n## Calibration bins of the test rows\n\nPer case, each bin holding over 10% of the test rows: its "
+            "share, its calibration scores, its 90% quantile of |log error| / sigma and the test rows' own (far apart: "
+            "the calibration's held-out fits were not exchangeable with this test).\n",
+            md_table(table[["case", "split", "subset", "bins"]].fillna(""))]
+    (RESULTS / "intervals.md").write_text("\n".join(text) + "\n")
+
+
 def main(argv: list[str]) -> None:
     rows_dir = None
     if "--rows" in argv:
@@ -162,29 +188,8 @@ def main(argv: list[str]) -> None:
         lines = run_case(case, rows_dir)
         new_rows += lines
         ran.append((name, split, subset))
-        print(pd.DataFrame(lines, columns=COLUMNS).round(3).to_string(index=False), flush=True)
-    new = pd.DataFrame(new_rows, columns=COLUMNS)
-    if len(done):
-        keep = [not any(r.case == c and r.split == s and (r.subset == sub or sub == "each") for c, s, sub in ran)
-                for r in done.itertuples()]
-        done = done[keep]
-    table = pd.concat([done, new], ignore_index=True) if len(done) else new
-    order = {s: i for i, s in enumerate(("S1", "S2", "S4", "S6"))}
-    table = table.sort_values(["split", "case", "subset"], key=lambda c: c.map(order) if c.name == "split" else c)
-    table.to_csv(out_csv, index=False)
-    ok90 = table["cover90"].between(85, 95)
-    ok80 = table["cover80"].between(75, 85)
-    s1 = table[table.split == "S1"]
-    text = [header("Prediction intervals: coverage and sharpness", "python experiments/intervals.py"),
-            __doc__ or "", f"\n90% within 85-95%: {int(ok90.sum())} of {len(table)}; "
-            f"80% within 75-85%: {int(ok80.sum())} of {len(table)}; both: {int((ok90 & ok80).sum())}; "
-            f"S1 largest median hi/lo (90%): {s1['hilo90'].max():.3g}\n",
-            md_table(table.drop(columns="bins"), floatfmt=".3g"),
-            "\n## Calibration bins of the test rows\n\nPer case, each bin holding over 10% of the test rows: its "
-            "share, its calibration scores, its 90% quantile of |log error| / sigma and the test rows' own (far apart: "
-            "the calibration's held-out fits were not exchangeable with this test).\n",
-            md_table(table[["case", "split", "subset", "bins"]])]
-    (RESULTS / "intervals.md").write_text("\n".join(text) + "\n")
+        print(pd.DataFrame(lines, columns=COLUMNS).drop(columns="bins").round(3).to_string(index=False), flush=True)
+        write(done, new_rows, ran)  # after every case: a cut-off run keeps what it measured
 
 
 if __name__ == "__main__":

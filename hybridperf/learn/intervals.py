@@ -1,7 +1,7 @@
 """Split-conformal prediction intervals in log space: plain, and normalised Mondrian by kind of shift."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,9 +102,11 @@ class ConformalIntervals:
       the distance from the trained sizes. A primary without a scored band takes the seen rows'
       size curve (at least its own band-0 quantile);
     - raised to the quantile of ``<primary>|<band>|<flag>`` for each flag it shows (the same curve
-      over bands), else of the pooled ``flag:<flag>``, else (no held-out fit ever showed the flag) of
-      the widest bin not about kernels; a primary without a band-0 bin takes that widest bin too
-      (``few``: the ``gpu|0`` bin first; ``kernel``: the widest of all);
+      over bands, but beyond its last scored band it grows as the main curve does, which is
+      calibrated further out: fewer rows show a flag), else of the pooled ``flag:<flag>``, else (no
+      held-out fit ever showed the flag) of the widest bin not about kernels; a primary without a
+      band-0 bin takes that widest bin too (``few``: the ``gpu|0`` bin first; ``kernel``: the
+      widest of all);
     - inside the domain, its kernel's bin ``kernel:<name>`` replaces ``seen|0`` where it has scores.
 
     A bin counts when it holds at least ``min_bin`` scores; where ``seen|0`` does not, the root bin
@@ -146,11 +148,12 @@ class ConformalIntervals:
         finite = [q for q in (self.quantile(b, coverage) for b in names) if np.isfinite(q)]
         return max(finite) if finite else np.inf
 
-    def _curve(self, prim: str, flag: str, shift: FloatArray, coverage: float, base: float) -> FloatArray:
+    def _curve(self, prim: str, flag: str, shift: FloatArray, coverage: float, base: float,
+               grow: Callable[[FloatArray], FloatArray] | None = None) -> FloatArray:
         """Quantiles of ``<prim>|<band>[|flag]`` at the log2 size shifts ``shift`` (> 0), non-decreasing
         in the shift, at least ``base``: constant within a band with scores (the largest up to it), linear
-        from ``base`` below the first one, proportional to the shift beyond the last one. NaN where no
-        band has scores."""
+        from ``base`` below the first one, beyond the last one growing as ``grow`` (default: in
+        proportion to the shift) from that band's median shift. NaN where no band has scores."""
         tail = f"|{flag}" if flag else ""
         n_bands = len(SHIFT_BANDS) + 1
         level = np.full(n_bands + 1, np.nan)  # index = band; NaN where no band up to it has scores
@@ -173,7 +176,10 @@ class ConformalIntervals:
         below = band < first
         out[below] = base + (level[first] - base) * np.minimum(shift[below] / refs[first], 1.0)
         beyond = band > last
-        out[beyond] = level[last] * np.maximum(1.0, shift[beyond] / refs[last])
+        if beyond.any():
+            g = (lambda x: x) if grow is None else grow
+            ratio = g(shift[beyond]) / g(np.array([refs[last]]))[0]
+            out[beyond] = level[last] * np.maximum(1.0, np.where(np.isfinite(ratio), ratio, shift[beyond] / refs[last]))
         return np.maximum(out, base)
 
     def _main(self, prim: str, kernel: str, band: np.ndarray, shift: FloatArray, coverage: float) -> FloatArray:
@@ -203,8 +209,9 @@ class ConformalIntervals:
         base = self.quantile(f"{prim}|0|{flag}", coverage)
         q = np.full(len(band), base)
         far = band > 0
-        if far.any():
-            q[far] = self._curve(prim, flag, shift[far], coverage, base if np.isfinite(base) else 0.0)
+        if far.any():  # beyond its own bands a flag keeps its excess over the main curve, which reaches further
+            main = lambda x: self._curve(prim, "", x, coverage, 0.0)  # noqa: E731
+            q[far] = self._curve(prim, flag, shift[far], coverage, base if np.isfinite(base) else 0.0, grow=main)
         pooled = self.quantile(f"flag:{flag}", coverage)
         fallback = pooled if np.isfinite(pooled) else self._widest(coverage)
         return np.where(np.isfinite(q) & (q > 0), q, fallback)

@@ -113,3 +113,12 @@ def test_coverage_holds_on_sizes_the_calibration_never_saw() -> None:
     assert (np.diff(width[np.argsort(test["size.N"].to_numpy())]) >= -1e-9).all()  # wider further out
     inside_rows = predict_rows(model, train.sample(40, random_state=0), coverage=0.9)
     assert np.median(np.log(inside_rows.hi_ms / inside_rows.lo_ms)) < np.median(width)
+
+
+def test_a_flag_beyond_its_own_bands_keeps_its_excess_over_the_main_curve() -> None:
+    ci = _intervals(**{"seen|1|config": _scores(0.3, seed=9)})
+    ci = ConformalIntervals(scores=ci.scores, shift_ref={"seen|1": 0.5, "seen|2": 1.5, "seen|1|config": 0.5})
+    q1c, q1 = conformal_half_width(ci.scores["seen|1|config"], 0.9), conformal_half_width(ci.scores["seen|1"], 0.9)
+    for factor in (6.0, 40.0):  # bands 3 and 4: beyond the flag's band 1 and the main curve's band 2
+        main = _hw(ci, ood_size_factor=factor)
+        assert _hw(ci, ood_size_factor=factor, ood_config="B=3") == pytest.approx(main * q1c / q1)

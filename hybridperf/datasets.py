@@ -126,8 +126,10 @@ def load_sources(sources: Sequence[str | Path], *,
                  root: str | Path | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
     """Sweeps named by file path or shipped dataset name, concatenated, and the sha256 of each source
     (keys: the path, or ``dataset:NAME``) for a model's provenance."""
+    from hybridperf.progress import track
+
     frames, hashes = [], {}
-    for src in sources:
+    for src in track(list(sources), "load " + ", ".join(Path(str(s)).name for s in sources)[:60]):
         if Path(src).is_file():
             frames.append(read_sweep(src))
             hashes[str(src)] = file_sha256(src)

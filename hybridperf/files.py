@@ -53,7 +53,9 @@ def write_policy(inputs: Iterable[str | Path] = (), *, force: bool = False) -> I
 
 def check_output(path: str | Path, *, error: type[HybridperfError] = OutputError) -> Path:
     """Refuse an output path that is a directory, a device/FIFO/socket, a symbolic link (unless the
-    :func:`write_policy` forces it), an input of the running command, or in a missing folder."""
+    :func:`write_policy` forces it), an input of the running command, in a missing folder, or in a
+    folder where no file can be created (probed with a temporary file, so a long job does not find
+    out only when it writes its result)."""
     path = Path(path)
     if not path.name or path.name in (".", ".."):
         raise error(f"{str(path)!r}: give a file name to write, not a folder")
@@ -68,7 +70,20 @@ def check_output(path: str | Path, *, error: type[HybridperfError] = OutputError
         _check_existing(path, st, error)
     if not path.parent.is_dir():
         raise error(f"{path}: directory {str(path.parent)!r} does not exist; create it first")
+    _probe_folder(path, error)
     return path
+
+
+def _probe_folder(path: Path, error: type[HybridperfError]) -> None:
+    # A real file, not os.access: root passes access() where the file system refuses (sysfs, read-only mounts).
+    try:
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".hybridperf-probe.", suffix=".tmp")
+    except OSError as exc:
+        raise error(f"{path}: cannot create a file in {str(path.parent)!r} ({exc.strerror or exc}); check "
+                    "permissions and free space, or choose another path") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 def _check_existing(path: Path, st: os.stat_result, error: type[HybridperfError]) -> None:

@@ -14,7 +14,7 @@ from hybridperf.kernel import KernelDescriptor, load_kernel
 from hybridperf.limits import MAX_GRID_ROWS
 from hybridperf.sweep import launch_rows
 
-__all__ = ["grid_rows", "parameter_grid", "parse_assignments", "parse_values", "single_values"]
+__all__ = ["defaulted_parameters", "grid_rows", "parameter_grid", "parse_assignments", "parse_values", "single_values"]
 
 _WORDS = {"true": "1", "false": "0"}
 _SYNTAX = ("use a number, a list 1,2,3, a range 1024:8192:1024 (start:stop:step) or a geometric range "
@@ -152,4 +152,19 @@ def single_values(values: Mapping[str, Sequence[float]], flag: str = "--set") ->
         if len(vals) != 1:
             raise HybridperfError(f"{flag} {name}: give one value (one problem size at a time), got {len(vals)}")
         out[name] = float(vals[0])
+    return out
+
+
+def defaulted_parameters(rows: pd.DataFrame) -> dict[str, float]:
+    """The descriptor defaults that rows of one kernel rely on: ``{"config.BLOCK": 256.0}`` for each size or
+    config parameter the rows have no value for (empty where the rows name several kernels)."""
+    kernels = rows["kernel"].unique() if "kernel" in rows.columns else []
+    if len(kernels) != 1:
+        return {}
+    desc = load_kernel(str(kernels[0]))
+    out: dict[str, float] = {}
+    for name, p in desc.parameters.items():
+        col = ("size." if name in desc.size_names else "config.") + name
+        if p.default is not None and (col not in rows.columns or rows[col].isna().all()):
+            out[col] = float(p.default)
     return out

@@ -17,6 +17,7 @@ __all__ = [
     "SPEC_KEYS",
     "CCLimits",
     "GPUSpec",
+    "describe_gpu",
     "gpu_names",
     "list_gpus",
     "load_cc_limits",
@@ -313,3 +314,25 @@ def load_gpu(name_or_path: str | Path) -> GPUSpec:
     raise UnknownGPUError(
         f"unknown GPU {text!r}; run 'hybridperf gpus' for the shipped names or pass a spec file path"
     )
+
+
+def describe_gpu(spec: GPUSpec) -> list[dict[str, Any]]:
+    """Every value of a spec with its unit-bearing name, section and source, in file order.
+
+    Sections: ``spec`` (datasheet), ``model`` (the analytical models' machine parameters) and ``limits``
+    (per-SM limits: the compute-capability table's, or the spec's own ``[limits]`` overrides). Sources cite
+    papers by author and venue (:func:`hybridperf.references.cite`).
+    """
+    from hybridperf.references import cite
+
+    rows: list[dict[str, Any]] = []
+    for section, keys in (("spec", SPEC_KEYS), ("model", MODEL_KEYS)):
+        rows += [{"section": section, "name": k, "value": getattr(spec, k),
+                  "source": cite(spec.sources.get(f"{section}.{k}", ""))} for k in keys]
+    cc_source = f"compute capability {spec.compute_capability} table: {spec.limits.source}"
+    for f in dataclasses.fields(CCLimits):
+        if f.name in ("source", "compute_capability"):
+            continue
+        rows.append({"section": "limits", "name": f.name, "value": getattr(spec.limits, f.name),
+                     "source": cite(spec.sources.get(f"limits.{f.name}", cc_source))})
+    return rows

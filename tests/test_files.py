@@ -89,3 +89,20 @@ def test_remove_temp_files_cleans_writes_in_progress(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         atomic_write(tmp_path / "x.txt", write)
     assert not seen[0].exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_where_nothing_can_be_created_is_refused_before_the_work(tmp_path: Path) -> None:
+    if os.geteuid() == 0:  # root ignores permission bits; sysfs still refuses new files
+        folder = Path("/sys")
+        if not folder.is_dir():
+            pytest.skip("no /sys here and running as root: no folder refuses a new file")
+    else:
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        folder.chmod(0o500)
+    before = sorted(os.listdir(folder))
+    with pytest.raises(OutputError, match="cannot create a file in"):
+        check_output(folder / "model.json")
+    assert sorted(os.listdir(folder)) == before
+    assert check_output(tmp_path / "ok.json") == tmp_path / "ok.json"
+    assert list(tmp_path.glob(".hybridperf-probe.*")) == []  # the probe is removed

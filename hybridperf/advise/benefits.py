@@ -12,7 +12,6 @@ import pandas as pd
 from hybridperf.analytical.mwp_cwp import REGIMES
 from hybridperf.analytical.run import analyze
 from hybridperf.errors import HybridperfError
-from hybridperf.files import atomic_write
 from hybridperf.hardware import GPUSpec
 from hybridperf.kernel import KernelDescriptor
 
@@ -96,44 +95,24 @@ def format_advice(advice: Advice) -> str:
             lines.append("  (B_fp < 0: ITILP is below its peak while FP work dominates; GPUPerf Eq. 22 reported as is)")
     ok = t[advice.feasible]
     if len(ok) > 1:
-        moves = [f"{ok[params].iloc[0].to_dict()} {ok.zone.iloc[0]}, {ok.regime.iloc[0]}"]
+        def at(i: int) -> str:
+            return ", ".join(f"{p}={ok[p].iloc[i]:g}" for p in params)
+
+        moves = [f"{at(0)}: {ok.zone.iloc[0]}, {ok.regime.iloc[0]}"]
         for i in range(1, len(ok)):
             if ok.zone.iloc[i] != ok.zone.iloc[i - 1] or ok.regime.iloc[i] != ok.regime.iloc[i - 1]:
-                moves.append(f"{ok[params].iloc[i].to_dict()} -> {ok.zone.iloc[i]}, {ok.regime.iloc[i]}")
+                moves.append(f"from {at(i)}: {ok.zone.iloc[i]}, {ok.regime.iloc[i]}")
         lines.append("\nbottleneck across the rows: " + ("; ".join(moves) if len(moves) > 1 else
                                                            f"unchanged ({ok.zone.iloc[0]}, {ok.regime.iloc[0]})"))
     return "\n".join(lines)
 
 
-def benefit_chart(advice: Advice, path: str | Path, row: int = 0) -> Path:
-    """Draw seed 000's benefit X-Y chart (Figs. 4 and 14) for one row as a PNG.
-
-    x = memory cost, y = computation cost (ms). A = (T_mem, T_comp); A' = (T'_mem, T_comp) after the
-    overlap; arrows show where each benefit moves A' (B_memlp left, B_itilp / B_serial / B_fp down);
-    the dashed y = x line splits compute- from memory-bound; T_fp and T_mem_min are the ideal costs.
-    Rows of a size sweep are drawn as the A' trajectory.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    t = advice.table
-    if not 0 <= row < len(t):
-        raise HybridperfError(f"row {row} does not exist: the advice has {len(t)} row(s); pick --row 0 to {len(t) - 1}")
-    path = Path(path)
-    fmt = path.suffix.lower().lstrip(".") or "png"
-    if fmt not in ("png", "svg", "pdf"):
-        raise HybridperfError(f"{path}: unknown chart format {fmt!r}; name the file .png, .svg or .pdf")
-    r = t.iloc[row]
-    fig, ax = plt.subplots(figsize=(6.4, 5.6))
-    ok = t[advice.feasible]
-    if len(ok) > 1:
-        ax.plot(ok.t_mem_prime_ms, ok.t_comp_ms, ".-", color="0.7", lw=1, label="A' across rows", zorder=1)
+def _benefit_panel(ax: Any, advice: Advice, r: pd.Series) -> None:
+    """One row's benefit X-Y chart on ``ax``, scaled to that row so every row is legible."""
     ax.scatter([r.t_mem_ms], [r.t_comp_ms], color="0.4", zorder=3)
-    ax.annotate("A", (r.t_mem_ms, r.t_comp_ms), textcoords="offset points", xytext=(6, 4))
+    ax.annotate("A", (r.t_mem_ms, r.t_comp_ms), textcoords="offset points", xytext=(-16, 10))
     ax.scatter([r.t_mem_prime_ms], [r.t_comp_ms], color="k", zorder=3)
-    ax.annotate("A'", (r.t_mem_prime_ms, r.t_comp_ms), textcoords="offset points", xytext=(6, 4))
+    ax.annotate("A'", (r.t_mem_prime_ms, r.t_comp_ms), textcoords="offset points", xytext=(8, 10))
     x0, y0 = r.t_mem_prime_ms, r.t_comp_ms
     arrows = [("b_memlp", -r.b_memlp_ms, 0.0, "tab:blue"), ("b_itilp", 0.0, -r.b_itilp_ms, "tab:orange"),
               ("b_serial", 0.0, -r.b_serial_ms, "tab:green"), ("b_fp", 0.0, -r.b_fp_ms, "tab:red")]
@@ -146,27 +125,63 @@ def benefit_chart(advice: Advice, path: str | Path, row: int = 0) -> Path:
         start = (x0 + 0.015 * span * k, y0 if dx else y_cur)
         ax.annotate("", xy=(start[0] + dx, start[1] + dy), xytext=start,
                     arrowprops=dict(arrowstyle="->", color=color, lw=1.8))
-        ax.plot([], [], color=color, label=f"{name} = {dx + dy and abs(dx + dy):.3g} ms")
+        ax.plot([], [], color=color, label=f"{name} = {abs(dx + dy):.3g} ms")
         y_cur += dy
     lim = 1.15 * max(r.t_mem_ms, r.t_comp_ms, r.t_mem_min_ms, r.t_fp_ms)
     ax.plot([0, lim], [0, lim], "--", color="0.5", lw=1)
-    ax.text(0.62 * lim, 0.18 * lim, "memory bound", color="0.4")
-    ax.text(0.08 * lim, 0.8 * lim, "compute bound", color="0.4")
+    ax.text(0.97 * lim, 0.55 * lim, "memory bound", color="0.4", ha="right", va="center", fontsize=8)
+    ax.text(0.03 * lim, 0.97 * lim, "compute bound", color="0.4", ha="left", va="top", fontsize=8)
     ax.axhline(r.t_fp_ms, color="tab:red", lw=0.8, ls=":", label=f"T_fp = {r.t_fp_ms:.3g} ms")
     ax.axvline(r.t_mem_min_ms, color="tab:blue", lw=0.8, ls=":", label=f"T_mem_min = {r.t_mem_min_ms:.3g} ms")
     ax.set_xlim(0, lim)
     ax.set_ylim(min(0.0, y_cur) - 0.02 * lim, lim)
     ax.set_xlabel("memory cost T'_mem (ms)")
     ax.set_ylabel("computation cost T_comp (ms)")
-    params = ", ".join(f"{p}={r[p]:g}" for p in advice.kernel.parameters)
-    ax.set_title(f"{advice.kernel.name} on {advice.gpu.name}\n{params}", fontsize=10)
-    ax.legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
-    try:
-        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format=fmt))
-    finally:
-        plt.close(fig)
-    return path
+    ax.set_title(", ".join(f"{p}={r[p]:g}" for p in advice.kernel.parameters), fontsize=9)
+    ax.legend(fontsize=7, loc="center right")
+
+
+MAX_CHART_ROWS = 12
+
+
+def benefit_chart(advice: Advice, path: str | Path, row: int | None = None) -> Path:
+    """Draw the benefit X-Y chart (Sim et al., PPoPP 2012, Figs. 4 and 14) of every feasible row, one panel
+    each with its own scale (``row``: only that row), as PNG, SVG or PDF by the file name.
+
+    x = memory cost, y = computation cost (ms). A = (T_mem, T_comp); A' = (T'_mem, T_comp) after the
+    overlap; arrows show where each benefit moves A' (B_memlp left, B_itilp / B_serial / B_fp down);
+    the dashed y = x line splits compute- from memory-bound; T_fp and T_mem_min are the ideal costs.
+    """
+    import math
+
+    from hybridperf.plots import save_figure
+
+    t = advice.table
+    if row is not None and not 0 <= row < len(t):
+        raise HybridperfError(f"row {row} does not exist: the advice has {len(t)} row(s); pick --row 0 to {len(t) - 1}")
+    path = Path(path)
+    if path.suffix.lower().lstrip(".") not in ("png", "svg", "pdf"):
+        raise HybridperfError(f"{path}: unknown chart format {path.suffix!r}; name the file .png, .svg or .pdf")
+    rows = [row] if row is not None else [i for i in range(len(t)) if advice.feasible[i]]
+    if not rows or not advice.feasible[rows[0]]:
+        raise HybridperfError("no feasible row to chart; see the advice's infeasible reasons")
+    if len(rows) > MAX_CHART_ROWS:
+        raise HybridperfError(f"the chart shows at most {MAX_CHART_ROWS} rows, the advice has {len(rows)}; "
+                              "pick one with --row or give fewer --set values")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ncols = min(3, len(rows))
+    nrows = math.ceil(len(rows) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.4 * ncols, 4.8 * nrows), squeeze=False)
+    for ax, i in zip(axes.flat, rows):
+        _benefit_panel(ax, advice, t.iloc[i])
+    for ax in list(axes.flat)[len(rows):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{advice.kernel.name} on {advice.gpu.name}: GPUPerf benefit chart", fontsize=11)
+    return save_figure(fig, path)
 
 
 def advise_samples(advice: Advice, samples: str | Path, *, row: int = 0, threads_per_block: int | None = None,

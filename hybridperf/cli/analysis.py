@@ -5,12 +5,34 @@ import argparse
 import sys
 from typing import Any
 
-from hybridperf.cli.output import clean, dump_json, print_table, records
-from hybridperf.cli.tables import format_number
+from hybridperf.cli.output import clean, dump_json, records, short_regimes, write_table
+from hybridperf.cli.render import print_fields, print_note, print_table
 
 __all__ = ["add_commands"]
 
+_ANALYZE_EXAMPLES = """examples:
+  hybridperf analyze --gpu a100 --kernel matvec --set N=4096
+  hybridperf analyze --gpu a100 --kernel matvec --set N=4096 --terms
+  hybridperf analyze --gpu titan-v --kernel tiled-matmul --set N=512:4096:x2 --set TILE=8,16,32 -o grid.csv"""
+_ADVISE_EXAMPLES = """examples:
+  hybridperf advise --gpu a100 --kernel matvec --set N=1024,16384 --chart benefits.png
+  hybridperf advise --gpu v100 --kernel matvec --set N=4096 --samples sass_samples.csv"""
 _SET_HELP = "parameter values: 4096 | 1024,2048 | 1024:8192:1024 | 1024:32768:x2 (repeatable)"
+
+
+def _baseline_line(args: argparse.Namespace, kernel: str) -> str:
+    """Which analytical model a trained model uses as this kernel's baseline (with -m), else how to find out."""
+    if not args.model_file:
+        return ("baseline: a trained model picks one of these times per kernel from measured runs; "
+                "pass -m MODEL to see which")
+    from hybridperf.learn.model import load_model
+
+    model = load_model(args.model_file)
+    chosen = model.features.baselines_.get(kernel)
+    if chosen:
+        return f"baseline: {args.model_file} corrects the {chosen} time for {kernel}"
+    return (f"baseline: {args.model_file} was not trained on {kernel}; it would use its fallback "
+            f"{model.baseline or 'none (boosting only)'}")
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -26,26 +48,56 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 for i in range(len(summary))]
         dump_json({"kernel": res.kernel.name, "gpu": res.gpu.name, "rows": rows})
         return 0
+    if args.output:
+        write_table(_all_terms(res) if args.terms else summary, args.output)
     print(f"kernel {res.kernel.name} on {res.gpu.name} (cc {res.gpu.compute_capability}, "
           f"{res.gpu.sm_count} SMs, {res.gpu.core_clock_mhz:g} MHz, {res.gpu.dram_bandwidth_gbs:g} GB/s)")
-    if len(summary) == 1 and res.feasible[0]:
-        for m, df in res.terms.items():
-            print(f"\n[{m}]")
-            row = df.iloc[0]
-            width = max(len(k) for k in row.index)
-            for k, v in row.items():
-                print(f"  {k.ljust(width)}  {format_number(clean(v))}")
-        if "mwp-cwp" in res.terms:
-            print(f"\nregime: {summary['regime'].iloc[0]}")
-        return 0
-    print_table(summary)
-    if "scaled-counts" in res.terms:
-        print("\nscaled_counts_ms: seed 004's Eq. 4 with adjusting weight 1; it is meaningful only once calibrated "
-              "on a measured run (the hybrid model does that per kernel and GPU)")
+    if args.terms:
+        _print_terms(res)
+    else:
+        params = list(res.kernel.parameters)
+        short = [c for c in [*params, "mwp_cwp_ms", "gpuperf_ms", "scaled_counts_ms", "roofline_ms", "regime",
+                             "limiter", "status", "occupancy", "roofline_bound", "register_spill"]
+                 if c in summary.columns]
+        print_table(short_regimes(summary), short)
+        print_note(_baseline_line(args, res.kernel.name))
+        if "scaled-counts" in res.terms:
+            print_note("scaled_counts_ms: occupancy-scaled counts (Karan Kumar, NYU report) with adjusting weight 1; "
+                       "meaningful only once calibrated on measured runs (the hybrid model does that per kernel and "
+                       "GPU)")
+        print_note("every model's terms: --terms")
     n_bad = len(summary) - int(res.feasible.sum())
     if n_bad:
-        print(f"\n{n_bad} of {len(summary)} configurations are infeasible (see status)")
+        print_note(f"{n_bad} of {len(summary)} configurations are infeasible (see status)")
+    if args.output:
+        print_note(f"wrote {args.output}")
     return 0
+
+
+def _all_terms(res: Any) -> Any:
+    import pandas as pd
+
+    parts = [res.params] + [df.add_prefix(f"{m}.") for m, df in res.terms.items()]
+    return pd.concat([p.reset_index(drop=True) for p in parts], axis=1)
+
+
+def _print_terms(res: Any) -> None:
+    """Every model's terms: one name-value list per model for one launch, one table per model for a grid."""
+    import pandas as pd
+
+    from hybridperf.analytical.units import term_unit
+
+    params = list(res.params.columns)
+    for m, df in res.terms.items():
+        print()
+        if len(df) == 1:
+            print_fields([(k, v, term_unit(m, k)) for k, v in df.iloc[0].items()], ["term", "value", "unit"],
+                         title=f"[{m}]")
+        else:
+            named = df.rename(columns=lambda c: f"{c} ({term_unit(m, c)})" if term_unit(m, c) not in ("", "-")
+                              and term_unit(m, c) not in c else c)
+            print_table(pd.concat([res.params.reset_index(drop=True), named.reset_index(drop=True)], axis=1),
+                        [*params, *named.columns], title=f"[{m}]")
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
@@ -65,12 +117,13 @@ def cmd_advise(args: argparse.Namespace) -> int:
             doc = {"gpuperf": doc, "gpa": report_to_dict(report)}
         dump_json(doc)
     else:
-        print(format_advice(adv))
+        for line in format_advice(adv).split("\n"):
+            print_note(line)
         if report is not None:
             from hybridperf.advise.gpa import format_report
 
             print("\n== GPA: stall samples -> estimated speedups of code changes (Zhou et al., CGO 2021)")
-            print(format_report(report, top=args.top))
+            print_note(format_report(report, top=args.top))
     if args.chart:
         benefit_chart(adv, args.chart, row=args.row)
         print(f"wrote {args.chart}", file=sys.stderr if args.json else sys.stdout)
@@ -81,20 +134,28 @@ def add_commands(sub: Any) -> None:
     from hybridperf.analytical.run import MODELS
     from hybridperf.cli import argtypes as t
 
-    s = sub.add_parser("analyze", help="every analytical model's time and terms for a launch or a grid")
+    s = sub.add_parser("analyze", help="every analytical model's time, the regime and the limiter for a launch or "
+                                       "a grid (--terms: every term)", epilog=_ANALYZE_EXAMPLES)
     s.add_argument("--gpu", required=True, help="shipped GPU name/alias or a spec TOML path")
     s.add_argument("--kernel", required=True, help="shipped descriptor name or a descriptor TOML path")
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES", help=_SET_HELP)
     s.add_argument("--model", action="append", choices=list(MODELS), help="limit to these models")
+    s.add_argument("--terms", action="store_true", help="every term of every model (MWP, CWP, cycles, ...)")
+    s.add_argument("-m", "--model-file", type=t.model_file, metavar="MODEL",
+                   help="a trained model: say which analytical time it uses as this kernel's baseline")
+    s.add_argument("-o", "--output", type=t.table_output, help="also write the table (.csv or .parquet)")
+    s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_analyze)
 
-    s = sub.add_parser("advise", help="bottleneck, GPUPerf benefit metrics and what to optimise")
+    s = sub.add_parser("advise", help="bottleneck, GPUPerf benefit metrics and what to optimise",
+                       epilog=_ADVISE_EXAMPLES)
     s.add_argument("--gpu", required=True)
     s.add_argument("--kernel", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUES", help=_SET_HELP)
-    s.add_argument("--chart", help="write the benefit X-Y chart (seed 000 Fig. 4) as PNG")
-    s.add_argument("--row", type=t.non_negative_int, default=0, help="which row the chart shows")
+    s.add_argument("--chart", type=t.plot_output, help="write the benefit X-Y charts (Sim et al., PPoPP 2012, Fig. 4), "
+                   "one panel per row (.png, .svg or .pdf)")
+    s.add_argument("--row", type=t.non_negative_int, help="chart only this row (default: every row)")
     s.add_argument("--force", action="store_true", help="replace the chart even where it is a symbolic link")
     s.add_argument("--samples", type=t.input_file,
                    help="per-instruction stall samples: plain CSV or an ncu source-page SASS export")

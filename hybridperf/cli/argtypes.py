@@ -16,6 +16,7 @@ __all__ = [
     "model_file",
     "non_negative_float",
     "non_negative_int",
+    "plot_output",
     "positive_float",
     "positive_int",
     "probability",
@@ -23,6 +24,7 @@ __all__ = [
     "share",
     "size_fraction",
     "state_file",
+    "table_output",
 ]
 
 _MAX_INT = 10**9
@@ -167,3 +169,21 @@ def input_path(text: str) -> str:
     if text and Path(text).is_dir():
         return text
     return input_file(text)
+
+
+def _suffixed(text: str, suffixes: tuple[str, ...], what: str) -> str:
+    name = Path(text).name.lower()
+    if not name or not name.endswith(suffixes) or name in suffixes:
+        raise argparse.ArgumentTypeError(f"{text!r}: name a {what} file ending in {', '.join(suffixes)} "
+                                         "(the format follows the extension)")
+    return text
+
+
+def table_output(text: str) -> str:
+    """A table file to write: ``.csv``, ``.csv.gz`` or ``.parquet`` (the format follows the name)."""
+    return _suffixed(text, (".csv", ".csv.gz", ".parquet"), "table")
+
+
+def plot_output(text: str) -> str:
+    """A plot file to write: ``.png``, ``.svg`` or ``.pdf``."""
+    return _suffixed(text, (".png", ".svg", ".pdf"), "plot")

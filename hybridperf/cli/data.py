@@ -46,7 +46,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from hybridperf.cli.output import progress_enabled
     from hybridperf.errors import RecordError
     from hybridperf.grid import parse_assignments
     from hybridperf.record import record_sweep
@@ -55,7 +54,7 @@ def cmd_record(args: argparse.Namespace) -> int:
                            parse_assignments(args.space or [], "--space", RecordError) or None, args.output,
                            gpu=args.gpu, min_repeats=args.min_repeats, max_repeats=args.max_repeats,
                            target_cv=args.target_cv, warmup=args.warmup, ncu=args.ncu, retry_failed=args.retry_failed,
-                           bench=args.bench, progress=progress_enabled(args))
+                           bench=args.bench, progress=True)
     print(summary.describe())
     return 1 if summary.stopped else 0
 
@@ -64,7 +63,12 @@ def add_commands(sub: Any) -> None:
     from hybridperf.cli import argtypes as t
 
     s = sub.add_parser("import", help="convert recorded runs (Kernel Tuner, KTT, UCI SGEMM, NeuSight, AIWC, CSV) "
-                                      "to a sweep")
+                                      "to a sweep",
+                       epilog="examples:\n  hybridperf import cache.json --format kernel-tuner -o sweep.parquet\n"
+                              "  hybridperf import sgemm_product_dataset.zip --format uci-sgemm -o uci.parquet\n"
+                              "  hybridperf import runs.csv --format csv --map n=size.N --map bs=config.BLOCK --map "
+                              "t=time_ms --option kernel=seed004-matvec --option gpu=titan-v -o sweep.csv\n"
+                              "(docs/sweep-format.md describes every format and option)")
     s.add_argument("source", type=t.input_path, help="file (or folder for neusight) to import")
     s.add_argument("--format", required=True, choices=["kernel-tuner", "ktt", "uci-sgemm", "neusight", "aiwc", "csv"])
     s.add_argument("-o", "--output", required=True, help="sweep to write (.parquet, .csv or .csv.gz)")
@@ -74,16 +78,27 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
     s.set_defaults(func=cmd_import)
 
-    s = sub.add_parser("export", help="write sweeps as a Kernel Tuner cache JSON (to replay picks in Kernel Tuner)")
+    s = sub.add_parser("export", help="write sweeps as a Kernel Tuner cache JSON (to replay picks in Kernel Tuner)",
+                       epilog="examples:\n  hybridperf export sweep.parquet -o replay.json\n"
+                              "(time is Kernel Tuner's mean of times, where the sweep kept its repeats; "
+                              "docs/kernel-tuner-interop.md)")
     s.add_argument("data", nargs="+")
     s.add_argument("-o", "--output", required=True)
     s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
     s.set_defaults(func=cmd_export)
 
-    s = sub.add_parser("record", help="time a kernel's sizes x configurations on this machine's NVIDIA GPU (CuPy)")
+    s = sub.add_parser("record", help="time a kernel's sizes x configurations on this machine's NVIDIA GPU (CuPy)",
+                       epilog="examples (need CuPy and an NVIDIA GPU):\n"
+                              "  hybridperf record --kernel seed004-vecadd --sizes N=1e6:1e8:x10 -o vecadd.parquet\n"
+                              "  hybridperf record --kernel bench-reduction --sizes N=16777216 --space VARIANT=0,1,2 "
+                              "BLOCK=128,256 -o reduction.csv\n"
+                              "(docs/record.md: resuming, repeats, Nsight Compute)")
     s.add_argument("--kernel", required=True, help="descriptor with a CUDA benchmark setup (see docs/record.md)")
-    s.add_argument("--sizes", action="append", required=True, metavar="NAME=VALUES", help="size values (repeatable)")
-    s.add_argument("--space", action="append", metavar="NAME=VALUES", help="config values (default: the descriptor's)")
+    s.add_argument("--sizes", action="extend", nargs="+", required=True, metavar="NAME=VALUES",
+                   help="size values, one or more per flag: --sizes N=1024,2048 M=64 (repeatable)")
+    s.add_argument("--space", action="extend", nargs="+", metavar="NAME=VALUES",
+                   help="config values (default: the descriptor's), one or more per flag: --space BLOCK=128,256 "
+                        "VARIANT=0,1")
     s.add_argument("-o", "--output", required=True, help="sweep file; rows already there are skipped (resume)")
     s.add_argument("--gpu", help="GPU spec to record under (default: matched from the device)")
     s.add_argument("--bench", type=t.input_file, help="benchmark setup TOML (default: the shipped one for the kernel)")
@@ -95,5 +110,4 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--ncu", action="store_true", help="also collect Nsight Compute metrics and stall samples")
     s.add_argument("--retry-failed", action="store_true", help="run rows recorded as failed again")
     s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
-    s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_record)

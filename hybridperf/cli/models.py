@@ -6,9 +6,31 @@ import sys
 import time
 from typing import Any
 
-from hybridperf.cli.output import dump_json, print_table, progress_enabled, records
+from hybridperf.cli.output import dump_json, predicted_names, records, short_regimes, write_table
+from hybridperf.cli.render import print_note, print_table
+from hybridperf.evaluation.splits import SPLIT_DESCRIPTIONS
 
 __all__ = ["add_commands"]
+
+
+_TRAIN_EXAMPLES = """examples:
+  hybridperf train titanv-seed004 -o model.json             # a shipped dataset ('hybridperf datasets')
+  hybridperf train runs.parquet more-runs.csv -o model.json  # your own sweeps
+  hybridperf train kt-convolution -o conv.json --tune 30    # tune the booster with 30 optuna trials first"""
+_PREDICT_EXAMPLES = """examples:
+  hybridperf predict -m model.json --kernel matvec --set N=1024:65536:x2
+  hybridperf predict -m model.json --kernel matvec --set N=1024:65536:x2 --plot matvec.png -o matvec.csv
+  hybridperf predict -m model.json --rows runs.csv   # rows to predict; a time_ms column stays the measured one"""
+_EVALUATE_EXAMPLES = """examples:
+  hybridperf evaluate titanv-seed004 --split S2
+  hybridperf evaluate titanv-seed004 --split S2 --plot s2.png -o s2.csv
+  hybridperf evaluate clblast-xgemm --split S4 --holdout geforce-rtx-2080-ti --calibration-runs 50
+
+splits (EVALUATION.md):
+""" + "\n".join(f"  {k}  {v}" for k, v in SPLIT_DESCRIPTIONS.items())
+_CALIBRATE_EXAMPLES = """examples:
+  hybridperf calibrate titanv-seed004 --gpu titan-v --model mwp-cwp -o titanv-calibrated.toml
+  hybridperf analyze --gpu titanv-calibrated.toml --kernel matvec --set N=4096"""
 
 
 def _command_line(args: argparse.Namespace) -> str:
@@ -24,7 +46,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         data = data[data["kernel"].isin(args.kernel)]
     t0 = time.perf_counter()
     model = train_model(data, baseline=args.baseline, mode=args.mode, coverage=args.coverage,
-                        tune_trials=args.tune, study_path=args.study, progress=progress_enabled(args),
+                        tune_trials=args.tune, study_path=args.study, progress=True,
                         random_state=args.seed, provenance={"data": hashes, "command": _command_line(args)})
     seconds = time.perf_counter() - t0
     model.save(args.output)
@@ -38,7 +60,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from hybridperf.grid import parse_assignments
+    from hybridperf.grid import defaulted_parameters, parse_assignments
     from hybridperf.learn.model import load_model, predict_rows, rows_to_predict
     from hybridperf.sweep import param_columns, param_name
     from hybridperf.sweepfile import read_rows
@@ -49,17 +71,38 @@ def cmd_predict(args: argparse.Namespace) -> int:
     rows = table if table is not None else rows_to_predict(model, kernel=args.kernel, gpu=args.gpu, values=values)
     pred = predict_rows(model, rows, coverage=args.coverage)
     cov = args.coverage or model.estimator.coverage
+    defaults = defaulted_parameters(rows)
     params = param_columns(rows)
-    out = rows[["kernel", "gpu", *params]].join(pred)
+    out = predicted_names(rows[["kernel", "gpu", *params]].join(pred), measured=table)
+    for col, value in defaults.items():  # the values the prediction used, though nobody set them
+        out.insert(2 + len(params), col, value)
+        params.append(col)
+    if args.output:
+        write_table(out, args.output, attrs={"coverage": cov, "defaults": defaults})
+    if args.plot:
+        from hybridperf.plots import prediction_plot
+
+        prediction_plot(out, args.plot, coverage=cov)
     if args.json:
-        dump_json({"coverage": cov, "rows": records(out)})
+        dump_json({"coverage": cov, "defaults": {param_name(k): v for k, v in defaults.items()},
+                   "rows": records(out)})
     elif args.csv:
         out.to_csv(sys.stdout, index=False)
     else:
-        show = out.rename(columns=param_name)
-        print_table(show, [param_name(c) for c in params] + ["time_ms", "lo_ms", "hi_ms", "regime", "limiter",
-                                                             "out_of_domain", "ood_reason"])
-        print(f"\ninterval: {cov:.0%} conformal; out_of_domain: outside the training range or unseen values")
+        show = short_regimes(out).rename(columns=lambda c: param_name(c) + (" (default)" if c in defaults else "")
+                          if c in params else c)
+        measured = [c for c in ("time_ms",) if c in out.columns]
+        print_table(show, [show.columns[out.columns.get_loc(c)] for c in params]
+                    + ["pred_ms", "pred_lo_ms", "pred_hi_ms", *measured, "regime", "limiter", "out_of_domain",
+                       "ood_reason"])
+        print_note(f"pred_lo_ms..pred_hi_ms: {cov:.0%} conformal interval; out_of_domain: outside the training range "
+                   "or unseen values" + ("; time_ms: measured, from --rows" if measured else ""))
+        if defaults:
+            print_note("(default): the descriptor's value, used because no --set gave one: "
+                       + ", ".join(f"{param_name(k)}={v:g}" for k, v in defaults.items()))
+    for path in (args.output, args.plot):
+        if path:
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -83,14 +126,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                                   calibration_runs=args.calibration_runs, budget_fraction=args.budget).items()
             if v is not None}
     ev = evaluate(data, args.split, booster_params=booster_params, seed=args.seed, **opts)
+    if args.output:
+        write_table(ev.table, args.output, attrs={"split": ev.split, "n_train": ev.n_train, "n_test": ev.n_test})
+    if args.plot:
+        from hybridperf.plots import evaluation_plot
+
+        evaluation_plot(ev, data, args.plot)
     if args.json:
         dump_json({"split": ev.split, "n_train": ev.n_train, "n_test": ev.n_test, "table": records(ev.table)})
-        return 0
-    print(f"split {ev.split}: {ev.n_train} training runs, {ev.n_test} test runs")
-    print_table(ev.table, [c for c in ["method", "n", "mape", "median_ape", "p90_ape", "spearman", "top1", "top5",
-                                       "cover80", "cover90", "seconds"] if c in ev.table.columns])
-    print("\nAPE in %; top-k: best measured / best measured among the k best predicted per (kernel, gpu, sizes); "
-          "cover: % of measured times inside the nominal 80/90% intervals")
+    else:
+        print_note(f"split {ev.split} ({SPLIT_DESCRIPTIONS[ev.split]}): {ev.n_train} training runs, "
+                   f"{ev.n_test} test runs")
+        print_table(ev.table, [c for c in ["method", "mape", "p90_ape", "spearman", "top1", "top5", "cover90",
+                                           "median_ape", "cover80", "n", "seconds"] if c in ev.table.columns])
+        print_note("mape, p90_ape, median_ape: absolute percentage errors in %; top-k: best measured / best measured "
+                   "among the k best predicted per (kernel, gpu, sizes); cover: % of measured times inside the "
+                   "nominal 80/90% intervals")
+    for path in (args.output, args.plot):
+        if path:
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -100,8 +154,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     data, _ = load_sources(args.data)
     cal = calibrate_gpu(data, args.gpu, model=args.model, parameters=args.param or None)
-    for name, value in cal.fitted.items():
-        print(f"{name:32s} {cal.initial[name]:>10.4g} -> {value:>10.4g}")
+    print_table([{"parameter": name, "initial": cal.initial[name], "fitted": value}
+                 for name, value in cal.fitted.items()])
     print(f"log RMSE of {args.model} over {cal.n_runs} runs: {cal.log_rmse_before:.3f} -> {cal.log_rmse_after:.3f}")
     if args.output:
         write_gpu_spec(cal.gpu, args.output, name=f"{cal.gpu.name} (calibrated)")
@@ -116,7 +170,8 @@ def add_commands(sub: Any) -> None:
     from hybridperf.learn.calibrate import DEFAULT_BOUNDS
     from hybridperf.learn.modes import MODES
 
-    s = sub.add_parser("train", help="fit a hybrid model on recorded sweeps and write a model file")
+    s = sub.add_parser("train", help="fit a hybrid model on recorded sweeps and write a model file",
+                       epilog=_TRAIN_EXAMPLES)
     s.add_argument("data", nargs="+", help="sweep files (CSV/Parquet) or shipped dataset names")
     s.add_argument("-o", "--output", required=True, help="model file to write (JSON)")
     s.add_argument("--baseline", default="auto", choices=["auto", "none", *TIME_MODELS])
@@ -128,11 +183,11 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--coverage", type=t.probability, default=0.9,
                    help="nominal coverage of the prediction intervals, in (0, 1)")
     s.add_argument("--seed", type=t.seed, default=0)
-    s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
     s.set_defaults(func=cmd_train, argv=None)
 
-    s = sub.add_parser("predict", help="predict times (with interval, regime, out-of-domain flag) for unseen sizes")
+    s = sub.add_parser("predict", help="predict times (with interval, regime, out-of-domain flag) for unseen sizes",
+                       epilog=_PREDICT_EXAMPLES)
     s.add_argument("-m", "--model", required=True, type=t.model_file, help="model file from 'hybridperf train'")
     s.add_argument("--kernel", help="descriptor name or path (default: the model's only kernel)")
     s.add_argument("--gpu", help="GPU name or spec path (default: the model's only GPU)")
@@ -141,16 +196,23 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--rows", type=t.input_file,
                    help="CSV/Parquet of rows to predict (kernel, gpu, size.*, config.* columns)")
     s.add_argument("--coverage", type=t.probability, help="interval coverage in (0, 1) (default: the model's)")
+    s.add_argument("-o", "--output", type=t.table_output, help="also write the predictions (.csv or .parquet)")
+    s.add_argument("--plot", type=t.plot_output,
+                   help="draw the predicted curve over the size with its interval band, and the measured times of "
+                        "--rows (.png, .svg or .pdf)")
+    s.add_argument("--force", action="store_true", help="replace the outputs even where they are symbolic links")
     fmt = s.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
     s.set_defaults(func=cmd_predict)
 
-    s = sub.add_parser("evaluate", help="a split's accuracy: analytical, calibrated, boosting and hybrid side by side")
+    s = sub.add_parser("evaluate", help="a split's accuracy: analytical, calibrated, boosting and hybrid side by side",
+                       epilog=_EVALUATE_EXAMPLES)
     s.add_argument("data", nargs="*", help="sweep files or dataset names (default: the model's training data)")
     s.add_argument("-m", "--model", type=t.model_file,
                    help="take booster parameters (and default data) from this model")
-    s.add_argument("--split", required=True, choices=list(SPLITS))
+    s.add_argument("--split", required=True, choices=list(SPLITS), help="which rows train and which test: "
+                   + "; ".join(f"{k} {v}" for k, v in SPLIT_DESCRIPTIONS.items()))
     s.add_argument("--kernel", action="append", help="evaluate on these kernels only (repeatable)")
     s.add_argument("--train-max-size", type=t.positive_float,
                    help="S2: train on sizes <= this (default: 1/4 of the largest)")
@@ -159,10 +221,15 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--budget", type=t.size_fraction, help="S5: fraction of the sweep measured, in (0, 1] "
                    "(default 0.01)")
     s.add_argument("--seed", type=t.seed, default=0)
+    s.add_argument("-o", "--output", type=t.table_output, help="also write the table (.csv or .parquet)")
+    s.add_argument("--plot", type=t.plot_output, help="draw predicted against measured and the error against the "
+                   "size, per method (.png, .svg or .pdf)")
+    s.add_argument("--force", action="store_true", help="replace the outputs even where they are symbolic links")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_evaluate)
 
-    s = sub.add_parser("calibrate", help="fit a GPU's model machine parameters to recorded runs")
+    s = sub.add_parser("calibrate", help="fit a GPU's model machine parameters to recorded runs",
+                       epilog=_CALIBRATE_EXAMPLES)
     s.add_argument("data", nargs="+", help="sweep files or dataset names with runs on that GPU")
     s.add_argument("--gpu", required=True)
     s.add_argument("--model", default="mwp-cwp", choices=list(DEFAULT_BOUNDS))

@@ -1,17 +1,21 @@
-"""Output for the command line: JSON for machines, aligned tables for people."""
+"""Output for machines: JSON and CSV on stdout, and tables written to files (-o, CSV or Parquet)."""
 from __future__ import annotations
 
+# Tables for people are drawn by hybridperf.cli.render.
 import json
 import math
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from hybridperf.cli.tables import format_table
+from hybridperf.errors import UsageError
 
-__all__ = ["clean", "dump_json", "print_table", "progress_enabled", "records"]
+__all__ = ["PREDICTED_NAMES", "clean", "dump_json", "predicted_names", "records", "short_regimes", "write_table"]
+
+# A prediction's columns as the command line shows and writes them, apart from measured ones (time_ms).
+PREDICTED_NAMES = {"time_ms": "pred_ms", "lo_ms": "pred_lo_ms", "hi_ms": "pred_hi_ms"}
 
 
 def clean(v: Any) -> Any:
@@ -41,12 +45,47 @@ def dump_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=_default, allow_nan=False))
 
 
-def print_table(table: pd.DataFrame | Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> None:
-    """Print rows as an aligned text table."""
-    df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(list(table))
-    print(format_table(df, columns))
+def predicted_names(table: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The table with its predicted columns renamed (:data:`PREDICTED_NAMES`), and the measured columns of
+    ``measured`` (rows in the same order) kept under their own names (``time_ms``, ``status``, ...)."""
+    stale = [new for old, new in PREDICTED_NAMES.items() if old in table.columns and new in table.columns]
+    out = table.drop(columns=stale).rename(columns=PREDICTED_NAMES)  # rows read back from an -o file carry old ones
+    if measured is not None:
+        keep = [c for c in ("time_ms", "status", "repeats", "time_std_ms") if c in measured.columns]
+        for c in keep:
+            out[c] = measured[c].to_numpy()
+    return out
 
 
-def progress_enabled(args: Any) -> bool:
-    """Progress bars go to stderr, only on a terminal and without --quiet."""
-    return not getattr(args, "quiet", False) and sys.stderr.isatty()
+def short_regimes(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with its ``regime`` cells cut to the label ("memory-bound (Eq. 23: CWP >= MWP)" ->
+    "memory-bound"), for a table on a terminal; JSON, CSV and files keep the whole text."""
+    if "regime" not in table.columns:
+        return table
+    out = table.copy()
+    out["regime"] = out["regime"].astype(str).str.split(" (", n=1, regex=False).str[0]
+    return out
+
+
+def write_table(table: pd.DataFrame, path: str, attrs: Mapping[str, Any] | None = None) -> Path:
+    """Write a table as Parquet (``.parquet``, with ``attrs`` as metadata) or CSV (anything else; ``.gz``
+    compressed), atomically; ``-o`` options check the name first (:func:`hybridperf.cli.argtypes.table_output`)."""
+    from hybridperf.files import atomic_write
+
+    frame = table.reset_index(drop=True)
+
+    def write(tmp: Path) -> None:
+        if str(path).lower().endswith(".parquet"):
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            arrow = pa.Table.from_pandas(frame, preserve_index=False)
+            if attrs:
+                meta = dict(arrow.schema.metadata or {})
+                meta[b"hybridperf"] = json.dumps(dict(attrs), default=_default).encode()
+                arrow = arrow.replace_schema_metadata(meta)
+            pq.write_table(arrow, tmp, compression="zstd")
+        else:
+            frame.to_csv(tmp, index=False, compression="gzip" if str(path).lower().endswith(".gz") else None)
+
+    return atomic_write(path, write, error=UsageError)

@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from hybridperf.cli.progress import show_progress
 from hybridperf.errors import HybridperfError
 from hybridperf.files import check_output, remove_temp_files, write_policy
 
@@ -23,7 +24,7 @@ EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
 # Argument destinations that name files the command writes; every other string argument naming an
 # existing file is an input the command must not overwrite.
-OUTPUT_DESTS = ("output", "chart")
+OUTPUT_DESTS = ("output", "chart", "plot")
 _NOT_PATHS = ("argv", "func")
 
 
@@ -115,7 +116,8 @@ def run_command(args: argparse.Namespace) -> int:
                 with write_policy(inputs, force=bool(getattr(args, "force", False))):
                     for out in outputs:
                         check_output(out)  # before any work: a refused output fails fast
-                    return int(args.func(args))
+                    with show_progress(getattr(args, "command", None)):
+                        return int(args.func(args))
             finally:
                 remove_temp_files()
     except HybridperfError as exc:

@@ -5,9 +5,22 @@ import argparse
 import sys
 from typing import Any
 
-from hybridperf.cli.output import clean, dump_json, print_table, progress_enabled, records
+from hybridperf.cli.output import clean, dump_json, predicted_names, records, short_regimes, write_table
+from hybridperf.cli.render import print_note, print_table
 
 __all__ = ["add_commands"]
+
+
+_RANK_EXAMPLES = """examples:
+  hybridperf rank --kernel tiled-matmul --gpu gtx280 --set N=2048 --top 5
+  hybridperf rank -m model.json --kernel matvec --gpu titan-v --set N=4096 -o picks.csv --plot front.png"""
+_SUGGEST_EXAMPLES = """examples:
+  hybridperf suggest -m model.json --kernel matvec --gpu titan-v --set N=4096 --batch 4
+  hybridperf suggest -m model.json --kernel matvec --gpu titan-v --set N=4096 --measured runs.csv -o next.csv
+(docs/ranking.md walks through a whole tuning loop)"""
+_REPLAY_EXAMPLES = """examples:
+  hybridperf replay kt-convolution --kernel kt-convolution --gpu rtx-a4000 --budget 40 --seeds 2
+(docs/ranking.md has more)"""
 
 
 def _rank(args: argparse.Namespace, model: Any) -> Any:
@@ -20,7 +33,7 @@ def _rank(args: argparse.Namespace, model: Any) -> Any:
     return rank_configs(model, args.kernel, args.gpu, single_values(parse_assignments(args.set)),
                         space_overrides=space or None, top=args.top, screen_bandwidth=args.screen_bandwidth,
                         prune="none" if args.no_pareto else args.prune, top_k=args.top_k,
-                        chunk_rows=args.chunk_rows, progress=progress_enabled(args), client=client)
+                        chunk_rows=args.chunk_rows, progress=True, client=client)
 
 
 def _dask_client(address: str) -> Any:
@@ -43,26 +56,43 @@ def _model(args: argparse.Namespace) -> Any:
     return load_model(args.model) if args.model else None
 
 
+def _ranked_rows(res: Any) -> Any:
+    """The ranked table as sweep rows to measure: kernel, gpu, size.*, then the table (predictions as pred_*)."""
+    table = predicted_names(res.table).drop(columns=["index"], errors="ignore")
+    lead = {"kernel": res.kernel, "gpu": res.gpu, **{f"size.{k}": v for k, v in res.sizes.items()}}
+    for i, (col, value) in enumerate(lead.items()):
+        table.insert(i, col, value)
+    return table
+
+
 def cmd_rank(args: argparse.Namespace) -> int:
     res = _rank(args, _model(args))
+    if args.output:
+        write_table(_ranked_rows(res), args.output, attrs={"pruning": {k: clean(v) for k, v in res.pruning().items()}})
+    if args.plot:
+        from hybridperf.plots import pareto_plot
+
+        pareto_plot(res, args.plot)
     if args.json:
         dump_json({"counts": records(res.counts()), "pruning": {k: clean(v) for k, v in res.pruning().items()},
-                   "notes": list(res.notes), "table": records(res.table)})
-        return 0
-    if args.csv:
+                   "notes": list(res.notes), "table": records(predicted_names(res.table))})
+    elif args.csv:
         res.candidates.to_csv(sys.stdout, index=False)
-        return 0
-    print(res.describe_pruning())
-    if res.describe_odds():
-        print(res.describe_odds())
-    print_table(res.counts())
-    for note in res.notes:
-        print(f"note: {note}")
-    show = res.table.rename(columns=lambda c: c.removeprefix("config."))
-    print()
-    print_table(show, [c for c in show.columns if c not in ("index", "efficiency", "utilization", "ood_reason")])
-    print("\ntie_with_best: the interval overlaps the best candidate's; measure these rather than trust their order")
-    print("on_front / in_top_k: kept by the Pareto front / among the model's top-k fastest predicted")
+    else:
+        print_note(res.describe_pruning())
+        if res.describe_odds():
+            print_note(res.describe_odds())
+        print_table(res.counts())
+        for note in res.notes:
+            print_note(f"note: {note}")
+        show = short_regimes(predicted_names(res.table)).rename(columns=lambda c: c.removeprefix("config."))
+        print()
+        print_table(show, [c for c in show.columns if c not in ("index", "efficiency", "utilization", "ood_reason")])
+        print_note("tie_with_best: the interval overlaps the best candidate's; measure these rather than trust their "
+                   "order. on_front / in_top_k: kept by the Pareto front / among the model's top-k fastest predicted")
+    for path in (args.output, args.plot):
+        if path:
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -101,19 +131,23 @@ def cmd_suggest(args: argparse.Namespace) -> int:
                    "p_better": None if stop is None else clean(stop.p_better),
                    "expected_gain": None if stop is None else clean(stop.expected_gain),
                    "best_measured_ms": clean(sug.best_measured_ms), "n_candidates": sug.n_candidates,
-                   "n_measured": sug.n_measured, "batch": records(sug.table)})
+                   "n_measured": sug.n_measured, "batch": records(predicted_names(sug.table))})
         return 0
     if args.csv:
-        sug.table.to_csv(sys.stdout, index=False)
+        predicted_names(sug.table).to_csv(sys.stdout, index=False)
         return 0
     print(f"{sug.n_candidates} candidates, {sug.n_measured} measured; best measured {sug.best_measured_ms:.4g} ms"
           if sug.n_measured else f"{sug.n_candidates} candidates, none measured yet")
     print(f"prior: {sug.prior}")
     print(_stop_line(sug.stop))
-    show = sug.table.rename(columns=lambda c: c.removeprefix("config."))
-    print_table(show, [c for c in show.columns if not c.startswith(("size.", "kernel", "gpu"))])
+    table = short_regimes(predicted_names(sug.table))
+    first = [c for c in table.columns if c.startswith("config.")] + [
+        c for c in ("pred_ms", "pred_lo_ms", "pred_hi_ms", "p_fail", "why") if c in table.columns]
+    rest = [c for c in table.columns if c not in first and not c.startswith(("size.", "kernel", "gpu"))]
+    show = table.rename(columns=lambda c: c.removeprefix("config."))
+    print_table(show, [c.removeprefix("config.") for c in first + rest])
     if args.output:
-        print(f"wrote the batch to {args.output}")
+        print(f"wrote the batch to {args.output}", file=sys.stderr)
     return 0
 
 
@@ -154,14 +188,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _write_replay(comp, args)
         if not args.output:
             return 0
-    print_table(comp.summary())
     df = comp.summary()
+    print_table(df)
     meds = ", ".join(f"{k} {v:.3f}" for k, v in df.groupby("strategy")["best_fraction_of_optimum"].median().items())
-    print(f"\nmedian fraction of the optimum after {args.budget} measurements: {meds}")
+    print_note(f"\nmedian fraction of the optimum after {args.budget} measurements: {meds}")
     if comp.prior:
-        print(f"model loop's prior: {comp.prior}")
+        print_note(f"model loop's prior: {comp.prior}")
     if args.output:
-        print(f"wrote the trajectories to {args.output}")
+        print(f"wrote the trajectories to {args.output}", file=sys.stderr)
     return 0
 
 
@@ -211,20 +245,25 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
     s.add_argument("--chunk-rows", type=t.count(5_000_000), default=200_000,
                    help="configs per streamed chunk (bounds memory)")
     s.add_argument("--dask", metavar="ADDRESS", help="run the chunks on this Dask scheduler")
-    s.add_argument("--quiet", action="store_true")
 
 
 def add_commands(sub: Any) -> None:
     from hybridperf.cli import argtypes as t
 
-    s = sub.add_parser("rank", help="rank a kernel's configuration space: constraints, occupancy, Pareto, model")
+    s = sub.add_parser("rank", help="rank a kernel's configuration space: constraints, occupancy, Pareto, model",
+                       epilog=_RANK_EXAMPLES)
     _rank_args(s, model_required=False)
+    s.add_argument("-o", "--output", type=t.table_output,
+                   help="also write the ranked configurations as sweep rows to measure (.csv or .parquet)")
+    s.add_argument("--plot", type=t.plot_output, help="draw the Pareto front with the picks marked (.png, .svg, .pdf)")
+    s.add_argument("--force", action="store_true", help="replace the outputs even where they are symbolic links")
     fmt = s.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
     s.set_defaults(func=cmd_rank)
 
-    s = sub.add_parser("suggest", help="the next batch of configurations to measure (and whether to stop)")
+    s = sub.add_parser("suggest", help="the next batch of configurations to measure (and whether to stop)",
+                       epilog=_SUGGEST_EXAMPLES)
     s.add_argument("--kernel", required=True)
     s.add_argument("--gpu", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="problem size (repeatable)")
@@ -242,7 +281,8 @@ def add_commands(sub: Any) -> None:
     fmt.add_argument("--csv", action="store_true", help="the batch as CSV rows")
     s.set_defaults(func=cmd_suggest)
 
-    s = sub.add_parser("replay", help="run the measure-next loop on a recorded exhaustive sweep vs random sampling")
+    s = sub.add_parser("replay", help="run the measure-next loop on a recorded exhaustive sweep vs random sampling",
+                       epilog=_REPLAY_EXAMPLES)
     s.add_argument("data", nargs="+", help="sweep files or dataset names")
     s.add_argument("--kernel", required=True)
     s.add_argument("--gpu", required=True)

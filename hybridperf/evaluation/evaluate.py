@@ -17,6 +17,7 @@ from hybridperf.learn.baseline import baseline_column
 from hybridperf.learn.estimator import default_booster
 from hybridperf.learn.features import analytical_features
 from hybridperf.learn.model import TrainedModel, fit_model, make_model, predict_rows, size_bands
+from hybridperf.progress import task, track
 from hybridperf.sweep import param_columns, training_rows
 
 __all__ = ["Evaluation", "ape_metrics", "evaluate", "interval_metrics", "topk_scores"]
@@ -132,7 +133,8 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
     interval for comparison.
     """
     rows = training_rows(sweep).reset_index(drop=True)
-    feats = analytical_features(rows)
+    with task(f"evaluate {split}: analytical features of {len(rows)} runs"):
+        feats = analytical_features(rows)
     y = rows["time_ms"].to_numpy(dtype=np.float64)
     tr, te = split_indices(rows, split, seed=seed, **split_options)
     feasible = feats["feasible"].to_numpy() > 0
@@ -143,7 +145,7 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
     bands = size_bands(rows.iloc[tr])
     records, preds = [], pd.DataFrame(index=rows.index[te])
     preds["measured_ms"] = y[te]
-    for method in methods:
+    for method in track(methods, f"evaluate {split}: methods"):
         t0 = time.perf_counter()
         kind, _, model = method.partition(":")
         cols: dict[str, float] = {}

@@ -179,7 +179,11 @@ def import_to_file(source: str | Path, fmt: str, out_path: str | Path, *,
     sweep_file_kind(out_path)  # fail on a bad output name before the (possibly long) import
     if not out_path.parent.is_dir():
         raise SweepError(f"{out_path}: directory {str(out_path.parent)!r} does not exist; create it first")
-    df = import_sweep(source, fmt, provenance=provenance, known_kernels=known_kernels,
-                      known_gpus=known_gpus, **options)
-    write_sweep(df, out_path, provenance=df.attrs["provenance"])
+    from hybridperf.progress import task
+
+    with task(f"import {Path(source).name} ({fmt})"):
+        df = import_sweep(source, fmt, provenance=provenance, known_kernels=known_kernels,
+                          known_gpus=known_gpus, **options)
+    with task(f"write {out_path.name} ({len(df)} rows)"):
+        write_sweep(df, out_path, provenance=df.attrs["provenance"])
     return df

@@ -4,7 +4,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -181,13 +180,13 @@ def is_number(value: Any) -> bool:
 
 def progress(items: Iterable[T], *, total: int | None = None, desc: str = "",
              enabled: bool | None = None) -> Iterator[T] | Iterable[T]:
-    """Wrap an iterable in a tqdm bar on stderr; ``enabled=None`` shows it only on a terminal."""
+    """Report the iteration's progress (:mod:`hybridperf.progress`: the command line draws a bar on a
+    terminal); ``enabled=False`` reports nothing."""
     if enabled is False:
         return items
-    from tqdm import tqdm
+    from hybridperf.progress import track
 
-    return tqdm(items, total=total, desc=desc, file=sys.stderr, leave=False,
-                disable=None if enabled is None else not enabled, mininterval=0.5)
+    return track(items, f"import {desc}", total)
 
 
 def warn(message: str, *, depth: int = 0) -> None:

@@ -1,7 +1,12 @@
 """The Kernel Tuner cache format as hybridperf reads and writes it: kernel and error names, own keys."""
 from __future__ import annotations
 
-__all__ = ["BOOKKEEPING", "ERRORS", "FAILED_SENTINEL", "KERNELS", "OWN", "TIME_COLUMNS"]
+import functools
+
+from hybridperf.importers._common import slug
+
+__all__ = ["BOOKKEEPING", "ERRORS", "FAILED_SENTINEL", "FIELDS", "KERNELS", "OWN", "TIMES_COLUMN", "TIME_COLUMNS",
+           "counter_name"]
 
 # Kernel Tuner's kernel_name -> (hybridperf kernel name, names of the problem_size entries).
 KERNELS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -23,3 +28,16 @@ BOOKKEEPING = frozenset({"time", "times", "compile_time", "verification_time", "
 OWN = "hybridperf_"
 # The sweep's timing columns, in table order.
 TIME_COLUMNS = ("time_ms", "repeats", "time_std_ms", "time_min_ms", "time_max_ms")
+# Where an imported cache keeps each entry's ``times`` (ms, a JSON list), so that an export gives them back.
+TIMES_COLUMN = "info.times_ms"
+
+
+@functools.cache
+def counter_name(key: str) -> str:
+    """The sweep's ``counter.*`` name of a cache entry's numeric field (``GFLOP/s`` -> ``gflop_per_s``)."""
+    return slug(key.replace("/", "_per_"), keep="_.").replace("-", "_")
+
+
+# Kernel Tuner's own names of the observed quantities its scripts record, by the counter name they import as
+# (an export writes them back under Kernel Tuner's name).
+FIELDS = {counter_name(k): k for k in ("GFLOP/s", "TFLOP/s", "GB/s", "TB/s")}

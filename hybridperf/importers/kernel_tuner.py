@@ -1,7 +1,6 @@
 """Kernel Tuner cache files (every schema version, open caches too) to sweeps, and back."""
 from __future__ import annotations
 
-import functools
 import json
 import math
 from dataclasses import dataclass
@@ -32,6 +31,8 @@ from hybridperf.importers._kt_format import (
     KERNELS,
     OWN,
     TIME_COLUMNS,
+    TIMES_COLUMN,
+    counter_name,
 )
 from hybridperf.importers.kernel_tuner_export import export_kernel_tuner
 from hybridperf.inputs import check_json_size
@@ -116,11 +117,6 @@ def _xgemm_k(doc: dict[str, Any], m: float, n: float, source: str) -> tuple[floa
     return float(k_int), f"K = {k_int} derived from the entries' GFLOP/s (flops = {formula})"
 
 
-@functools.cache
-def _counter_name(key: str) -> str:
-    return slug(key.replace("/", "_per_"), keep="_.").replace("-", "_")
-
-
 def _tune_keys(doc: dict[str, Any], source: str) -> list[str]:
     keys = require(doc, "tune_params_keys", list, source)
     if not keys or not all(isinstance(k, str) for k in keys):
@@ -160,11 +156,13 @@ class _Entries:
     reason: list[str]
     counters: dict[str, dict[int, float]]
     by_len: dict[int, tuple[list[int], list[list[float]]]]
+    times: dict[int, str]  # row -> the entry's ``times`` as JSON (kept for an export)
+    fields: dict[str, str]  # counter name -> the cache's field name where they differ (GFLOP/s)
 
     @classmethod
     def empty(cls, keys: list[str], n: int) -> _Entries:
         return cls(params={k: [] for k in keys}, cols={c: np.full(n, np.nan) for c in TIME_COLUMNS},
-                   status=[""] * n, reason=[""] * n, counters={}, by_len={})
+                   status=[""] * n, reason=[""] * n, counters={}, by_len={}, times={}, fields={})
 
 
 def _entry_time(entry: dict[str, Any], objective: Any, where: str, source: str) -> Any:
@@ -197,6 +195,8 @@ def _ok_times(acc: _Entries, i: int, entry: dict[str, Any], t: float) -> None:
         rows, lists = acc.by_len.setdefault(len(times), ([], []))
         rows.append(i)
         lists.append(times)
+        if all(is_number(x) for x in times):
+            acc.times[i] = json.dumps(times)
         return
     acc.cols["time_ms"][i] = t
     for c in TIME_COLUMNS[1:]:
@@ -222,7 +222,10 @@ def _add_entry(acc: _Entries, i: int, ckey: Any, entry: Any, keys: list[str], ob
     for k, v in entry.items():
         if k in skip or k in BOOKKEEPING or k.startswith(OWN) or not is_number(v):
             continue
-        acc.counters.setdefault(_counter_name(k), {})[i] = v
+        name = counter_name(k)
+        acc.counters.setdefault(name, {})[i] = v
+        if name != k:
+            acc.fields[name] = k
 
 
 def _repeat_columns(acc: _Entries, cache: dict[str, Any], source: str) -> None:
@@ -249,6 +252,8 @@ def _frame(acc: _Entries, keys: list[str], kernel: str, gpu: str, size_values: d
     data["status"], data["reason"] = pd.Series(acc.status, dtype="str"), pd.Series(acc.reason, dtype="str")
     for k, v in acc.counters.items():
         data[f"counter.{k}"] = pd.Series(v, dtype="float64").reindex(range(n)).to_numpy()
+    if acc.times:
+        data[TIMES_COLUMN] = pd.Series(acc.times, dtype="object").reindex(range(n)).to_numpy()
     df = pd.DataFrame(data)
     df["repeats"] = pd.Series(acc.cols["repeats"]).astype("Int64")
     return df
@@ -299,6 +304,6 @@ def read_kernel_tuner(source: str | Path, *, kernel: str | None = None, gpu: str
         {gpu: device}, {"time_ms": "ms; median of the entry's 'times' (Kernel Tuner's own 'time' is their mean)"},
         kernels={kernel: kname},
         kernel_tuner={"schema_version": doc.get("schema_version", "unversioned"), "objective": objective,
-                      "problem_size": doc.get("problem_size")},
+                      "problem_size": doc.get("problem_size"), "fields": acc.fields},
         notes=notes)
     return df

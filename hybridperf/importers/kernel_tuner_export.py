@@ -6,11 +6,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from hybridperf.errors import SweepError
 from hybridperf.files import atomic_write_text
-from hybridperf.importers._kt_format import ERRORS, OWN, TIME_COLUMNS
+from hybridperf.importers._kt_format import ERRORS, FIELDS, OWN, TIME_COLUMNS, TIMES_COLUMN
 from hybridperf.sweep import param_columns, validate_sweep
 
 __all__ = ["export_kernel_tuner"]
@@ -46,11 +47,26 @@ def _export_columns(df: pd.DataFrame, path: Path) -> tuple[list[str], list[str]]
     return size_cols, config_cols
 
 
-def _cache_entry(rec: dict[str, Any], params: dict[str, Any], stamp: str, counter_cols: list[str]) -> dict[str, Any]:
-    """One cache entry: the parameters, ``time`` (ms, or an error name), Kernel Tuner's bookkeeping
-    fields, and hybridperf's repeats, spread, reason and counters."""
+def _times(rec: dict[str, Any]) -> list[float] | None:
+    text = rec.get(TIMES_COLUMN)
+    if not isinstance(text, str) or not text:
+        return None
+    times = json.loads(text)
+    return [float(t) for t in times] if isinstance(times, list) and times else None
+
+
+def _cache_entry(rec: dict[str, Any], params: dict[str, Any], stamp: str, counter_cols: list[str],
+                 fields: dict[str, str]) -> dict[str, Any]:
+    """One cache entry: the parameters, ``time`` (ms: the mean of ``times`` as Kernel Tuner records it, or
+    the sweep's time where it kept no repeats; an error name on failed rows), ``times``, Kernel Tuner's
+    bookkeeping fields, and hybridperf's repeats, spread, reason and counters (under Kernel Tuner's field
+    names where it has one, e.g. ``GFLOP/s``)."""
     entry: dict[str, Any] = dict(params)
-    if rec["status"] == "ok":
+    times = _times(rec) if rec["status"] == "ok" else None
+    if times:
+        entry["time"] = float(np.mean(times))
+        entry["times"] = times
+    elif rec["status"] == "ok":
         entry["time"] = float(rec["time_ms"])
     else:
         entry["time"] = rec["reason"] if rec["reason"] in ERRORS else (
@@ -63,7 +79,8 @@ def _cache_entry(rec: dict[str, Any], params: dict[str, Any], stamp: str, counte
             entry[OWN + c] = int(rec[c]) if c == "repeats" else float(rec[c])
     for c in counter_cols:
         if not pd.isna(rec[c]):
-            entry[c[len("counter."):]] = float(rec[c])
+            name = c[len("counter."):]
+            entry[fields.get(name, name)] = float(rec[c])
     return entry
 
 
@@ -73,13 +90,16 @@ def _cache(df: pd.DataFrame, names: list[str], values: list[list[Any]], stamp: s
     counter_cols = param_columns(df, "counter.")
     cache: dict[str, dict[str, Any]] = {}
     spread = [c for c in TIME_COLUMNS[1:] if c in df.columns]  # repeats and spreads are optional sweep columns
-    records = df[["time_ms", "status", "reason", *spread, *counter_cols]].to_dict("records")
+    times = [TIMES_COLUMN] if TIMES_COLUMN in df.columns else []
+    prov = df.attrs.get("provenance", {}) or {}
+    fields = {**FIELDS, **dict((prov.get("kernel_tuner") or {}).get("fields") or {})}
+    records = df[["time_ms", "status", "reason", *spread, *times, *counter_cols]].to_dict("records")
     for i, rec in enumerate(records):
         vals = [col[i] for col in values]
         key = ",".join(str(v) for v in vals)
         if key in cache:
             raise SweepError(f"{path}: two rows give the cache key {key!r}; make the config values distinct")
-        cache[key] = _cache_entry(rec, dict(zip(names, vals)), stamp, counter_cols)
+        cache[key] = _cache_entry(rec, dict(zip(names, vals)), stamp, counter_cols, fields)
     return cache
 
 
@@ -90,14 +110,25 @@ def _cache_text(head: dict[str, Any], cache: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n" + body + "\n}\n}\n"
 
 
+def _time_note(df: pd.DataFrame) -> str:
+    ok = df["status"] == "ok"
+    with_times = int(df.loc[ok, TIMES_COLUMN].notna().sum()) if TIMES_COLUMN in df.columns else 0
+    if with_times == int(ok.sum()):
+        return "mean of times (ms), as Kernel Tuner records it"
+    return (f"mean of times (ms) on the {with_times} entries with times; the sweep's median time_ms on the other "
+            f"{int(ok.sum()) - with_times} ok entries (it kept no repeats for them)")
+
+
 def export_kernel_tuner(df: pd.DataFrame, path: str | Path, *, device_name: str | None = None,
                         kernel_name: str | None = None, timestamp: str | None = None) -> Path:
     """Write one (kernel, GPU, problem size) of a sweep as a Kernel Tuner cache file.
 
     Kernel Tuner can then replay the picks (``tune_kernel(..., cache=path)`` with a simulation
-    runner). ``time`` is hybridperf's ``time_ms`` (a median; Kernel Tuner's own is a mean);
-    repeats, spread, reason and counters travel as extra ``hybridperf_*``/counter keys, so
-    :func:`read_kernel_tuner` restores the same table.
+    runner). ``time`` is Kernel Tuner's: the mean of the entry's ``times``, both kept where the sweep
+    came from a cache with repeats (``info.times_ms``); a sweep that kept no repeats has only its
+    median ``time_ms`` to give, and the header's ``hybridperf_time`` says which. Repeats, spread, reason
+    and counters travel as extra ``hybridperf_*``/counter keys (counters under Kernel Tuner's names,
+    e.g. ``GFLOP/s``), so :func:`read_kernel_tuner` restores the same table.
 
     Parameters
     ----------
@@ -132,7 +163,8 @@ def export_kernel_tuner(df: pd.DataFrame, path: str | Path, *, device_name: str 
         "schema_version": "1.0.0", "device_name": device_name, "kernel_name": kernel_name,
         "problem_size": list(sizes.values()), "tune_params_keys": names,
         "tune_params": {n: sorted(set(v), key=lambda x: (isinstance(x, str), x)) for n, v in zip(names, values)},
-        "objective": "time", f"{OWN}kernel": kernel, f"{OWN}gpu": gpu, f"{OWN}sizes": sizes,
+        "objective": "time", f"{OWN}time": _time_note(df), f"{OWN}kernel": kernel, f"{OWN}gpu": gpu,
+        f"{OWN}sizes": sizes,
     }
     atomic_write_text(path, _cache_text(head, cache), error=SweepError)
     return path

@@ -14,7 +14,10 @@ from hybridperf.analytical.run import analyze
 from hybridperf.errors import HybridperfError
 from hybridperf.files import atomic_write_text
 from hybridperf.hardware import MODEL_KEYS, SPEC_KEYS, GPUSpec, load_gpu
+from hybridperf.progress import task
 from hybridperf.sweep import param_columns, training_rows
+
+_MAX_ITER = 40  # Powell iterations (each a line search per parameter)
 
 __all__ = ["DEFAULT_BOUNDS", "Calibration", "calibrate_gpu", "write_gpu_spec"]
 
@@ -90,8 +93,9 @@ def calibrate_gpu(sweep: pd.DataFrame, gpu: GPUSpec | str, *, model: str = "mwp-
     from scipy.optimize import minimize
 
     before = loss(np.clip(x0, lb, ub))
-    res = minimize(loss, np.clip(x0, lb, ub), method="Powell", bounds=list(zip(lb, ub)),
-                   options={"maxiter": 40, "xtol": 1e-3, "ftol": 1e-4})
+    with task(f"calibrate {model}: Powell iterations (at most {_MAX_ITER})", _MAX_ITER) as t:
+        res = minimize(loss, np.clip(x0, lb, ub), method="Powell", bounds=list(zip(lb, ub)),
+                       options={"maxiter": _MAX_ITER, "xtol": 1e-3, "ftol": 1e-4}, callback=lambda xk: t.advance())
     best = res.x if res.fun <= before else np.clip(x0, lb, ub)
     fitted = {n: float(v) for n, v in zip(names, np.exp(best))}
     note = (f"calibrated: {model} fitted to {len(rows)} runs of {', '.join(sorted(rows['kernel'].unique()))} "

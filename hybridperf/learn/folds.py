@@ -8,6 +8,8 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.model_selection import GroupKFold, KFold
 
+from hybridperf.progress import track
+
 __all__ = ["HOLDOUT_ROWS", "Split", "forward_shift", "forward_splits", "held_out_parts", "oof_splits"]
 
 HOLDOUT_ROWS = 20_000  # above this, without groups, one 20% holdout replaces the k folds
@@ -47,7 +49,7 @@ def held_out_parts(splits: list[Split], X: np.ndarray, target: np.ndarray, w: np
     (NaN for rows in no test part): a hybrid estimator's held-out log prediction, in two parts."""
     off = np.full(len(target), np.nan)
     reg_part = np.full(len(target), np.nan)
-    for tr, te in splits:
+    for tr, te in track(splits, "held-out fits"):
         levels, glob, reg = fit_core(X[tr], target[tr], None if w is None else w[tr])
         off[te] = offsets(X[te], levels, glob)
         reg_part[te] = reg.predict(X[te]) if reg is not None else 0.0

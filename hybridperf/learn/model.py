@@ -23,6 +23,7 @@ from hybridperf.learn.estimator import HybridRegressor, default_booster
 from hybridperf.learn.features import FEATURE_VERSION, SweepFeatures, analytical_features
 from hybridperf.learn.intervals import ConformalIntervals
 from hybridperf.learn.uncertainty import fit_intervals
+from hybridperf.progress import task
 from hybridperf.sweep import param_columns, size_metric, training_rows
 
 __all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "fit_model", "half_width_column", "load_model",
@@ -195,7 +196,8 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     """
     rows = training_rows(sweep)
     y = rows["time_ms"].to_numpy(dtype=np.float64)
-    feats = analytical_features(rows)
+    with task(f"train: analytical features of {len(rows)} runs"):
+        feats = analytical_features(rows)
     pipe = make_model(baseline=baseline, mode=mode, coverage=coverage, random_state=random_state)
     if groups is None:
         groups = size_bands(rows)
@@ -214,7 +216,8 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     if params:
         reg.set_params(**params)
     pipe.set_params(hybrid__regressor=reg)
-    fitted = fit_model(pipe, rows, y, features=feats, groups=groups, random_state=random_state)
+    with task("train: fit the model and its intervals"):
+        fitted = fit_model(pipe, rows, y, features=feats, groups=groups, random_state=random_state)
     log_err = np.log(fitted.estimator.predict(fitted.features.transform(rows, features=feats))) - np.log(y)
     return dataclasses.replace(fitted, metadata=_metadata(rows, len(sweep), reg, tuning, log_err, provenance))
 

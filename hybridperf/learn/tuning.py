@@ -11,6 +11,7 @@ from sklearn.model_selection import GroupKFold, KFold
 
 from hybridperf.errors import HybridperfError
 from hybridperf.learn.estimator import HybridRegressor, default_booster
+from hybridperf.progress import task
 
 __all__ = ["suggest_booster_params", "tune_booster"]
 
@@ -77,5 +78,6 @@ def tune_booster(X: pd.DataFrame, y: np.ndarray, *, baseline_column: str | None,
             errs.append(np.log(est.predict(X.iloc[te])) - logy[te])
         return float(np.sqrt(np.mean(np.concatenate(errs) ** 2)))
 
-    study.optimize(objective, n_trials=n_trials, show_progress_bar=progress)
+    with task(f"tune: optuna trials ({len(folds)} folds each)", n_trials) as t:
+        study.optimize(objective, n_trials=n_trials, callbacks=[lambda study, trial: t.advance()])
     return dict(study.best_params), float(study.best_value)

@@ -1,8 +1,8 @@
 """record_sweep: time every configuration of a shipped benchmark kernel on a CUDA GPU into a sweep file."""
 from __future__ import annotations
 
+import contextlib
 import re
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -14,6 +14,7 @@ import pandas as pd
 from hybridperf.errors import RecordError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, load_kernel
+from hybridperf.progress import task
 from hybridperf.record.bench import BenchSetup, load_bench
 from hybridperf.record.plan import Plan, PlannedRow, done_keys, existing_keys, plan_sweep
 from hybridperf.record.runner import ContextLost, RunFailed, Runner
@@ -55,12 +56,6 @@ def _stall_path(out: Path, row: PlannedRow) -> Path:
     label = "__".join(f"{k}={int(v) if float(v).is_integer() else v}" for k, v in row.sizes + row.config)
     label = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
     return out.with_name(out.name + ".stalls") / f"{row.kernel}__{row.gpu}__{label}.csv"
-
-
-def _progress(total: int, kernel: str, enabled: bool) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=kernel, unit="config", file=sys.stderr, disable=not enabled, dynamic_ncols=True)
 
 
 def _open(kernel: KernelDescriptor, bench: BenchSetup, gpu: str | Path | GPUSpec | None,
@@ -141,22 +136,21 @@ def _record_rows(session: _Session, plan: Plan, existing: pd.DataFrame | None, p
     records: list[dict[str, Any]] = []
     counts = {"ok": 0, "failed": 0, "invalid": 0}
     stopped = ""
-    bar = _progress(len(plan.rows), session.desc.name, progress)
     try:
-        for row in plan.rows:
-            bar.set_postfix_str(row.label(), refresh=False)
-            rec, lost = _record_row(row, session)
-            records.append(rec)
-            counts[rec["status"]] += 1
-            bar.update(1)
-            if lost:
-                stopped = (f"the CUDA context was lost at {row.label()} ({rec['reason']}); rerun the same "
-                           "command to resume after it")
-                break
-            if len(records) % flush_every == 0:
-                write_records(session.out, existing, records, provenance)
+        with task(f"record {session.desc.name}", len(plan.rows)) if progress else contextlib.nullcontext() as t:
+            for row in plan.rows:
+                rec, lost = _record_row(row, session)
+                records.append(rec)
+                counts[rec["status"]] += 1
+                if t is not None:
+                    t.advance()
+                if lost:
+                    stopped = (f"the CUDA context was lost at {row.label()} ({rec['reason']}); rerun the same "
+                               "command to resume after it")
+                    break
+                if len(records) % flush_every == 0:
+                    write_records(session.out, existing, records, provenance)
     finally:
-        bar.close()
         if records:
             write_records(session.out, existing, records, provenance)
         if hasattr(session.run, "close"):

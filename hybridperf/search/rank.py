@@ -1,9 +1,9 @@
 """Rank a kernel's configuration space: constraints, Ryoo metrics, predicted times, pruning keeping the model's best."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -15,6 +15,7 @@ from hybridperf.analytical.run import TIME_MODELS
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, load_kernel
+from hybridperf.progress import task
 from hybridperf.search.chunks import (
     OBJECTIVES,
     ChunkResult,
@@ -237,19 +238,11 @@ def _notes(res: RankResult, space: RankSpace) -> list[str]:
 def _scan_all(space: RankSpace, chunk_rows: int, progress: bool, client: Any) -> ChunkResult:
     n = space.size()
     total: ChunkResult | None = None
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=n, unit="cfg", unit_scale=True, file=sys.stderr, desc=f"rank {space.kernel.name}")
-    try:
+    with task(f"rank {space.kernel.name}: configurations", n) if progress else contextlib.nullcontext() as t:
         for part in _iterate(space, chunk_ranges(n, chunk_rows), client):
             total = part if total is None else merge_chunks(total, part, space)
-            if bar is not None:
-                bar.update(part.n_rows)
-    finally:
-        if bar is not None:
-            bar.close()
+            if t is not None:
+                t.advance(part.n_rows)
     if total is None:
         empty = pd.DataFrame(columns=["index", *OBJECTIVES, "time_ms", "on_front", "in_top_k"])
         total = ChunkResult(n_rows=0, infeasible={}, n_screened=0, shortlist=Shortlist(kept=empty))
@@ -304,7 +297,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     screen_bandwidth : drop roofline memory-bound configurations before pruning.
     pareto : deprecated alias of ``prune``: ``False`` = ``"none"``, ``True`` = ``"ryoo"``.
     chunk_rows : configurations per chunk; memory stays bounded by one chunk plus the shortlist.
-    progress : show a tqdm bar on stderr.
+    progress : report the scan's progress (:mod:`hybridperf.progress`; the command line draws a bar).
     client : optional ``distributed.Client``; the same chunk function then runs on the cluster.
 
     Returns

@@ -10,6 +10,7 @@ import pandas as pd
 
 from hybridperf.errors import HybridperfError
 from hybridperf.learn.model import TrainedModel
+from hybridperf.progress import task
 from hybridperf.search.ensemble import FeaturePool
 from hybridperf.search.loop import LoopOptions, next_batch
 from hybridperf.search.prior import Prior, make_prior
@@ -200,14 +201,17 @@ def compare_strategies(sweep: pd.DataFrame, kernel: str, gpu: str, sizes: Mappin
         if "model" in strategies else None
     jobs = [(st, s) for st in strategies for s in range(seed_offset, seed_offset + seeds)]
 
-    def run(job: tuple[str, int]) -> Trajectory:
-        return replay(sweep, kernel, gpu, sizes, seed=job[1], strategy=job[0], pool=pool,
-                      prior=pr if pr else "none", **replay_options)
-    if n_jobs > 1:
-        from concurrent.futures import ThreadPoolExecutor
+    with task(f"replay {kernel} on {gpu}: runs", len(jobs)) as t:
+        def run(job: tuple[str, int]) -> Trajectory:
+            out = replay(sweep, kernel, gpu, sizes, seed=job[1], strategy=job[0], pool=pool,
+                         prior=pr if pr else "none", **replay_options)
+            t.advance()
+            return out
+        if n_jobs > 1:
+            from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=n_jobs) as ex:
-            runs = list(ex.map(run, jobs))
-    else:
-        runs = [run(j) for j in jobs]
+            with ThreadPoolExecutor(max_workers=n_jobs) as ex:
+                runs = list(ex.map(run, jobs))
+        else:
+            runs = [run(j) for j in jobs]
     return Comparison(runs=runs, prior=f"{pr.name}: {pr.note}" if pr else "")

@@ -25,21 +25,27 @@ def test_train_writes_model_and_reports(model_path: str, capsys) -> None:
 
 
 def test_predict_table_json_csv(model_path: str, capsys) -> None:
-    assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048,65536"]) == 0
+    assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048,65536", "--wide"]) == 0
     out = capsys.readouterr().out
-    assert "time_ms" in out and "beyond the trained range" in out
+    assert "pred_ms" in out and "beyond the trained range" in out
+    assert "BLOCK (default)" in out and "BLOCK=256" in out  # the descriptor default the prediction used
     assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)["rows"]
-    assert rows[0]["time_ms"] > 0 and rows[0]["lo_ms"] < rows[0]["time_ms"] < rows[0]["hi_ms"]
+    doc = json.loads(capsys.readouterr().out)
+    rows = doc["rows"]
+    assert rows[0]["pred_ms"] > 0 and rows[0]["pred_lo_ms"] < rows[0]["pred_ms"] < rows[0]["pred_hi_ms"]
+    assert doc["defaults"] == {"BLOCK": 256} and rows[0]["config.BLOCK"] == 256 and "time_ms" not in rows[0]
     assert main(["predict", "-m", model_path, "--kernel", "dot", "--set", "N=1e9", "--csv"]) == 0
     assert capsys.readouterr().out.startswith("kernel,gpu,size.N")
 
 
 def test_predict_rows_file(model_path: str, tmp_path: Path, capsys) -> None:
     rows = tmp_path / "rows.csv"
-    rows.write_text("kernel,gpu,size.N\nseed004-vecadd,titan-v,5e7\nseed004-matadd,titan-v,30000\n")
+    rows.write_text("kernel,gpu,size.N,time_ms\nseed004-vecadd,titan-v,5e7,3.25\nseed004-matadd,titan-v,30000,\n")
     assert main(["predict", "-m", model_path, "--rows", str(rows), "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["rows"]) == 2
+    out = json.loads(capsys.readouterr().out)["rows"]
+    assert len(out) == 2
+    # the measured time keeps its name, the prediction has its own
+    assert out[0]["time_ms"] == 3.25 and out[1]["time_ms"] is None and all(r["pred_ms"] > 0 for r in out)
 
 
 def test_evaluate_side_by_side(capsys) -> None:
@@ -98,7 +104,7 @@ def test_rank_and_suggest(model_path: str, tmp_path: Path, capsys) -> None:
     assert main(["rank", "-m", model_path, "--kernel", "matvec", "--gpu", "titan-v", "--set", "N=4096",
                  "--no-pareto", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert len(doc["table"]) == 6 and doc["table"][0]["time_ms"] <= doc["table"][-1]["time_ms"]
+    assert len(doc["table"]) == 6 and doc["table"][0]["pred_ms"] <= doc["table"][-1]["pred_ms"]
     measured = tmp_path / "measured.csv"
     measured.write_text("kernel,gpu,size.N,config.BLOCK,time_ms,status,reason\nseed004-matvec,titan-v,4096,256,21.0,ok,\n")
     assert main(["suggest", "-m", model_path, "--kernel", "matvec", "--gpu", "titan-v", "--set", "N=4096",

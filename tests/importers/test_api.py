@@ -8,12 +8,20 @@ from hybridperf.importers import import_sweep
 from tests.paths import SWEEP_FIXTURES
 
 
-def test_progress_bar_goes_to_stderr_and_can_be_disabled(capsys) -> None:
-    import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner", progress=True)
-    out, err = capsys.readouterr()
-    assert out == "" and "kernel-tuner" in err
-    import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner", progress=False)
-    assert capsys.readouterr() == ("", "")
+def test_progress_is_reported_and_can_be_disabled(capsys) -> None:
+    from hybridperf.progress import reporting
+    from tests.recorder import Recorder
+
+    rec = Recorder()
+    with reporting(rec):
+        import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner", progress=True)
+    (entries,) = rec.named("import kernel-tuner")
+    assert entries["total"] == entries["done"] == 12 and entries["stopped"]  # one step per cache entry
+    assert capsys.readouterr() == ("", "")  # the library prints nothing itself
+    rec = Recorder()
+    with reporting(rec):
+        import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner", progress=False)
+    assert rec.tasks == []
 
 
 def test_text_options_as_the_command_line_gives_them(tmp_path) -> None:

@@ -156,3 +156,42 @@ def test_export_without_repeat_columns_round_trips(tmp_path) -> None:
                                       "config.BLOCK": [128, 256], "time_ms": [0.5, 0.4], "status": ["ok", "ok"]}))
     back = read_kernel_tuner(export_kernel_tuner(df, tmp_path / "cache.json"))
     assert back["config.BLOCK"].tolist() == [128, 256] and back["time_ms"].tolist() == [0.5, 0.4]
+
+
+def test_export_is_a_kernel_tuner_cache_with_times_and_mean(tmp_path) -> None:
+    """time is the mean of times (Kernel Tuner's definition), times and GFLOP/s keep Kernel Tuner's names,
+    the file validates against the cache schema and Kernel Tuner's own reader takes it."""
+    jsonschema = pytest.importorskip("jsonschema")
+    kt_util = pytest.importorskip("kernel_tuner.util")
+    from tests.importers.kt_cache_schema import cache_schema
+
+    src = json.loads((SWEEP_FIXTURES / "kt_convolution_a100.json").read_text())
+    df = import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner")
+    out = export_kernel_tuner(df, tmp_path / "c.json", timestamp="2024-01-01 00:00:00+00:00")
+    doc = json.loads(out.read_text())
+    schema, _ = cache_schema()
+    jsonschema.validate(doc, schema)
+    n_times = 0
+    for key, entry in src["cache"].items():
+        got = doc["cache"][key]
+        if isinstance(entry["time"], str):
+            assert got["time"] == entry["time"] and "times" not in got
+            continue
+        assert got["times"] == entry["times"]
+        assert got["time"] == pytest.approx(np.mean(entry["times"]), rel=1e-12)
+        assert got["time"] == pytest.approx(entry["time"], rel=1e-9)  # what Kernel Tuner itself recorded
+        assert got["GFLOP/s"] == pytest.approx(entry["GFLOP/s"])
+        n_times += 1
+    assert n_times == 8 and doc["hybridperf_time"].startswith("mean of times")
+    read = kt_util.read_cache(str(out), open_cache=False)
+    assert set(read["cache"]) == set(src["cache"])
+
+
+def test_export_without_repeats_says_time_is_the_median(tmp_path) -> None:
+    df = import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner").drop(columns=["info.times_ms"])
+    doc = json.loads(export_kernel_tuner(df, tmp_path / "c.json").read_text())
+    ok = df[df["status"] == "ok"]
+    assert "median time_ms on the other 8 ok entries" in doc["hybridperf_time"]
+    assert sorted(e["time"] for e in doc["cache"].values() if not isinstance(e["time"], str)) == \
+        sorted(ok["time_ms"].tolist())
+    assert not any("times" in e for e in doc["cache"].values())

@@ -174,10 +174,16 @@ def test_interrupt_flushes_then_propagates(tmp_path: Path) -> None:
     assert len(read_sweep(out)) == 2
 
 
-def test_progress_bar_goes_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _record(tmp_path / "s.csv", FakeRunner(), space={"BLOCK": [128]}, progress=True)
-    captured = capsys.readouterr()
-    assert "seed004-vecadd" in captured.err and captured.out == ""
+def test_progress_is_reported_per_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hybridperf.progress import reporting
+    from tests.recorder import Recorder
+
+    rec = Recorder()
+    with reporting(rec):
+        _record(tmp_path / "s.csv", FakeRunner(), space={"BLOCK": [128]}, progress=True)
+    (rows,) = rec.named("record seed004-vecadd")
+    assert rows["total"] == rows["done"] == len(read_sweep(tmp_path / "s.csv")) and rows["stopped"]
+    assert capsys.readouterr().out == ""
 
 
 def test_other_kernels_rows_are_kept(tmp_path: Path) -> None:

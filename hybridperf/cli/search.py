@@ -61,6 +61,8 @@ def _model(args: argparse.Namespace) -> Any:
 
 def _print_rank(res: Any) -> None:
     print_note(res.describe_pruning())
+    if res.describe_odds():
+        print_note(res.describe_odds())
     if res.fixed:
         print_note("fixed (not searched): " + ", ".join(f"{k}={v:g}" for k, v in res.fixed.items()))
     print_table(res.counts())

@@ -9,26 +9,33 @@ import pandas as pd
 
 from hybridperf.sweep import param_columns, param_name
 
-__all__ = ["DEFAULTED_COLUMN", "REASON_COLUMNS", "out_of_domain", "reason_text", "training_domain"]
+__all__ = ["DEFAULTED_COLUMN", "FEW_RUNS_SHARE", "REASON_COLUMNS", "out_of_domain", "reason_text", "training_domain"]
 
 _CLOSED_SET_MAX = 256  # a config parameter with more distinct training values is stored as a range
 # Importers name the config parameters they could not read from the source (and so left to the
 # descriptor's defaults) in this column, comma-separated.
 DEFAULTED_COLUMN = "info.defaulted"
 # The out-of-domain reasons, one column each (see out_of_domain).
-REASON_COLUMNS = ("ood_kernel", "ood_gpu", "ood_size_factor", "ood_config", "ood_defaulted", "ood_regime")
+REASON_COLUMNS = ("ood_kernel", "ood_gpu", "ood_few_runs", "ood_size_factor", "ood_config", "ood_defaulted",
+                  "ood_regime")
+# A GPU trained with fewer runs of a kernel than this share of the kernel's best-covered GPU is "few runs"
+# (e.g. a new GPU with a few dozen calibration runs beside GPUs with thousands, EVALUATION.md's S4).
+FEW_RUNS_SHARE = 0.1
 
 
 def training_domain(rows: pd.DataFrame, regimes: np.ndarray | None = None) -> dict[str, dict[str, Any]]:
-    """Per kernel: the GPUs trained on, each size's [min, max], the config values seen and the
-    analytical regimes seen (MWP-CWP regime codes, when ``regimes`` gives one per row).
+    """Per kernel: the GPUs trained on (``gpus``) and the runs of each (``gpu_rows``), each size's
+    [min, max], the config values seen and the analytical regimes seen (MWP-CWP regime codes, when
+    ``regimes`` gives one per row).
 
     Config values are ``{"values": [...]}`` up to 256 distinct values, else ``{"range": [min, max]}``.
     """
     out: dict[str, dict[str, Any]] = {}
     codes = None if regimes is None else pd.Series(np.asarray(regimes, dtype=np.float64), index=rows.index)
     for kernel, g in rows.groupby("kernel"):
-        d: dict[str, Any] = {"gpus": sorted(map(str, g["gpu"].unique())), "sizes": {}, "configs": {}}
+        runs = g["gpu"].astype(str).value_counts()
+        d: dict[str, Any] = {"gpus": sorted(runs.index), "gpu_rows": {k: int(runs[k]) for k in sorted(runs.index)},
+                             "sizes": {}, "configs": {}}
         for col in param_columns(g, "size."):
             v = pd.to_numeric(g[col], errors="coerce").dropna()
             if len(v):
@@ -77,6 +84,15 @@ def _config_reasons(rows: pd.DataFrame, idx: np.ndarray, configs: Mapping[str, M
             defaulted[k].append(name)
 
 
+def _few_runs(gpus: np.ndarray, runs: Mapping[str, int]) -> np.ndarray:
+    """Training runs of each row's GPU where they are few beside the best-covered GPU's, else 0."""
+    if not runs:
+        return np.zeros(len(gpus), dtype=int)
+    most = max(runs.values())
+    few = {g: n for g, n in runs.items() if n < FEW_RUNS_SHARE * most}
+    return np.array([few.get(g, 0) for g in gpus], dtype=int)
+
+
 def _marked_defaults(rows: pd.DataFrame, idx: np.ndarray, defaulted: list[list[str]]) -> None:
     if DEFAULTED_COLUMN not in rows.columns:
         return
@@ -89,7 +105,9 @@ def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
                   regimes: np.ndarray | None = None) -> pd.DataFrame:
     """Why each row lies outside the training ``domain``: one column per reason (:data:`REASON_COLUMNS`).
 
-    ``ood_kernel`` / ``ood_gpu``: never trained (the GPU for this kernel); ``ood_size_factor``: how
+    ``ood_kernel`` / ``ood_gpu``: never trained (the GPU for this kernel); ``ood_few_runs``: the
+    training runs of this GPU for this kernel when they are few (under :data:`FEW_RUNS_SHARE` of the
+    best-covered GPU's; 0 otherwise, and for models whose domain does not count runs); ``ood_size_factor``: how
     far beyond the trained sizes (1 inside, 2 = twice the largest or half the smallest);
     ``ood_config``: config values never trained (``NAME=VALUE`` list); ``ood_defaulted``: config
     parameters the row does not give, left to the descriptor's defaults (missing, empty, or named in
@@ -97,7 +115,7 @@ def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
     seen in training (needs ``regimes``, one code per row).
     """
     n = len(rows)
-    out = pd.DataFrame({"ood_kernel": np.zeros(n, bool), "ood_gpu": np.zeros(n, bool),
+    out = pd.DataFrame({"ood_kernel": np.zeros(n, bool), "ood_gpu": np.zeros(n, bool), "ood_few_runs": np.zeros(n, int),
                         "ood_size_factor": np.ones(n), "ood_regime": np.zeros(n, bool)}, index=rows.index)
     unseen: list[list[str]] = [[] for _ in range(n)]
     defaulted: list[list[str]] = [[] for _ in range(n)]
@@ -110,6 +128,7 @@ def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
             out.iloc[idx, out.columns.get_loc("ood_kernel")] = True
             continue
         out.iloc[idx, out.columns.get_loc("ood_gpu")] = ~np.isin(gpus[idx], d["gpus"])
+        out.iloc[idx, out.columns.get_loc("ood_few_runs")] = _few_runs(gpus[idx], d.get("gpu_rows", {}))
         out.iloc[idx, out.columns.get_loc("ood_size_factor")] = _size_factor(rows, idx, d.get("sizes", {}))
         sub_unseen, sub_default = [[] for _ in idx], [[] for _ in idx]
         _config_reasons(rows, idx, d.get("configs", {}), sub_unseen, sub_default)
@@ -133,6 +152,8 @@ def reason_text(reasons: pd.DataFrame, kernels: pd.Series, gpus: pd.Series) -> l
             why.append(f"kernel {k} never trained")
         if r.ood_gpu:
             why.append(f"GPU {g} never trained for this kernel")
+        if r.ood_few_runs:
+            why.append(f"GPU {g} trained with only {r.ood_few_runs} runs of this kernel")
         if r.ood_size_factor > 1 + 1e-9:
             why.append(f"size {r.ood_size_factor:.3g}x beyond the trained range")
         if r.ood_config:

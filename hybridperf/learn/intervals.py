@@ -1,7 +1,7 @@
 """Split-conformal prediction intervals in log space: plain, and normalised Mondrian by kind of shift."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,10 +10,17 @@ import pandas as pd
 
 from hybridperf.arrays import BoolArray, FloatArray
 
-__all__ = ["SHIFT_BANDS", "ConformalIntervals", "conformal_half_width", "conformity_scores", "outside_training_range"]
+__all__ = ["FLAGS", "INTERVALS_VERSION", "SHIFT_BANDS", "ConformalIntervals", "bin_keys", "conformal_half_width",
+           "conformity_scores", "outside_training_range", "primary_shift", "shift_band"]
 
-# Size-extrapolation bands in log2 of the size factor: (0, 1] = up to 2x beyond the trained sizes, ...
+# Size-extrapolation bands in log2 of the size factor: band 1 = (0, 1] (up to 2x beyond the trained
+# sizes), band 2 = (1, 2], band 3 = (2, 3], band 4 = beyond 3 (8x); band 0 = inside the trained sizes.
 SHIFT_BANDS = (1.0, 2.0, 3.0)
+# Reasons that refine a bin (rows showing them are also scored in a bin of their own).
+FLAGS = ("config", "defaulted", "regime")
+# The layout of the bins (to_dict): version 2 keys bins by primary shift, size band and flag.
+INTERVALS_VERSION = 2
+_PRIMARIES = ("kernel", "gpu", "few", "seen")
 
 
 def conformity_scores(log_errors: FloatArray) -> FloatArray:
@@ -41,28 +48,77 @@ def outside_training_range(X: FloatArray, mask: BoolArray, low: FloatArray, high
     return ((X[:, cols] > high[cols]) | (X[:, cols] < low[cols])).any(axis=1)
 
 
+def shift_band(size_factor: Any) -> np.ndarray:
+    """The size band of each row from its ``ood_size_factor``: 0 inside the trained sizes, else 1-4
+    by the log2 factor (:data:`SHIFT_BANDS`)."""
+    shift = np.log2(np.maximum(np.asarray(size_factor, dtype=np.float64), 1.0))
+    return np.where(shift > 1e-9, np.searchsorted(SHIFT_BANDS, shift) + 1, 0)
+
+
+def primary_shift(reasons: pd.DataFrame) -> np.ndarray:
+    """The main kind of shift of each row: ``kernel`` never trained, ``gpu`` never trained, ``few``
+    training runs on its GPU, else ``seen``."""
+    few = reasons["ood_few_runs"].to_numpy() > 0 if "ood_few_runs" in reasons else np.zeros(len(reasons), bool)
+    return np.select([reasons["ood_kernel"].to_numpy(dtype=bool), reasons["ood_gpu"].to_numpy(dtype=bool), few],
+                     ["kernel", "gpu", "few"], "seen")
+
+
+def _flags(reasons: pd.DataFrame) -> dict[str, np.ndarray]:
+    return {"config": (reasons["ood_config"] != "").to_numpy(),
+            "defaulted": (reasons["ood_defaulted"] != "").to_numpy(),
+            "regime": reasons["ood_regime"].to_numpy(dtype=bool)}
+
+
+def bin_keys(reasons: pd.DataFrame, kernels: pd.Series) -> list[list[str]]:
+    """The Mondrian bins each row belongs to: ``<primary>|<band>`` (:func:`primary_shift`,
+    :func:`shift_band`), ``<primary>|<band>|<flag>`` and ``flag:<flag>`` for each flag of
+    :data:`FLAGS` it shows, and ``kernel:<name>`` inside the domain (seen, band 0)."""
+    prim, band, flags = primary_shift(reasons), shift_band(reasons["ood_size_factor"]), _flags(reasons)
+    names = kernels.astype(str).to_numpy()
+    out = []
+    for i in range(len(reasons)):
+        main = f"{prim[i]}|{band[i]}"
+        keys = [main] + [k for f in FLAGS if flags[f][i] for k in (f"{main}|{f}", f"flag:{f}")]
+        if main == "seen|0":
+            keys.append(f"kernel:{names[i]}")
+        out.append(keys)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class ConformalIntervals:
     """Normalised Mondrian split-conformal intervals for log times (Papadopoulos et al. 2008; Vovk
-    et al. 2005, Mondrian conformal prediction; Boström's crepes computes the per-bin quantiles).
+    et al. 2005, Mondrian conformal prediction; Bostrom's crepes computes the per-bin quantiles).
 
     A score is |log(measured / predicted)| / sigma(x), sigma a learned difficulty (how large the
-    error is where x lies). Scores are kept per Mondrian bin, each a kind of distribution shift
-    seen during training by held-out fits: ``interp`` (random folds; ``kernel:<name>`` per kernel),
-    ``shift:<band>`` (size extrapolation: each size band predicted from the smaller ones, banded by
-    the log2 size factor, see :data:`SHIFT_BANDS`), ``gpu`` (leave-GPU-out fits), ``kernel``
-    (leave-kernel-out fits), ``config`` (a config value unseen in the fold's training rows),
-    ``defaulted`` (config left to defaults) and ``regime`` (an analytical regime unseen in the fold).
-    A row's half width is sigma(x) times the largest quantile over the bins of the shifts it shows,
-    so it widens with every reason it lies outside the training data.
+    error is where x lies). Scores come from held-out fits, each of a kind of distribution shift
+    (:mod:`hybridperf.learn.uncertainty`), and each score is kept in the bins of :func:`bin_keys`
+    of the reasons its row showed with respect to its fit's training rows; a row to predict is
+    given the quantile of the bins of its own reasons with respect to the model's training rows:
 
-    ``difficulty`` predicts log sigma from the design-matrix columns ``difficulty_columns`` (None:
-    sigma = 1): the parameters, GPU fields and group ids, not the analytical terms, so that beyond
-    the trained sizes (where trees are flat in the size columns) sigma is constant and the width
-    grows with the size shift alone.
+    - its main bin ``<primary>|<band>``; across size bands the quantile is made non-decreasing, and
+      beyond the largest band with scores it grows in proportion to the log2 size factor (from
+      that band's median shift ``shift_ref``): the assumption that the error grows linearly with
+      the distance from the trained sizes. A primary without a scored band takes the seen rows'
+      size curve (at least its own band-0 quantile);
+    - raised to the quantile of ``<primary>|<band>|<flag>`` for each flag it shows (the same curve
+      over bands, but beyond its last scored band it grows as the main curve does, which is
+      calibrated further out: fewer rows show a flag), else of the pooled ``flag:<flag>``, else (no
+      held-out fit ever showed the flag) of the widest bin not about kernels; a primary without a
+      band-0 bin takes that widest bin too (``few``: the ``gpu|0`` bin first; ``kernel``: the
+      widest of all);
+    - inside the domain, its kernel's bin ``kernel:<name>`` replaces ``seen|0`` where it has scores.
+
+    A bin counts when it holds at least ``min_bin`` scores; where ``seen|0`` does not, the root bin
+    ``random`` (every random-fold score) stands in for it, however few its scores, and ``few|0`` (a
+    GPU's own held-out runs) counts however few its scores too. ``difficulty`` predicts log sigma from
+    the design-matrix columns ``difficulty_columns`` (None: sigma = 1): parameters, GPU fields and
+    group ids, not the analytical terms, so that beyond the trained sizes (where trees are flat in
+    the size columns) sigma is constant and the width grows with the size shift alone.
     """
 
     scores: Mapping[str, FloatArray]
+    shift_ref: Mapping[str, float] = field(default_factory=dict)
     difficulty: Any = None
     difficulty_columns: tuple[int, ...] = ()
     min_bin: int = 30
@@ -76,94 +132,157 @@ class ConformalIntervals:
         Xd = np.asarray(X, dtype=np.float64)[:, list(self.difficulty_columns)]
         return np.exp(np.clip(self.difficulty.predict(Xd), -20.0, 20.0))
 
-    def quantile(self, name: str, coverage: float) -> float:
-        """The normalised score quantile of one bin (inf when it has too few scores)."""
-        key = (name, coverage)
+    def quantile(self, name: str, coverage: float, min_bin: int | None = None) -> float:
+        """The normalised score quantile of one bin: inf when it has fewer than ``min_bin`` (default:
+        the instance's) scores or too few for the coverage."""
+        key = (name, coverage, min_bin)
         if key not in self._cache:
-            self._cache[key] = _bin_quantile(self.scores.get(name), coverage)
+            s = self.scores.get(name)
+            enough = s is not None and len(s) >= (self.min_bin if min_bin is None else min_bin)
+            self._cache[key] = _bin_quantile(s, coverage) if enough else np.inf
         return self._cache[key]
 
-    def _base(self, kernel: str, coverage: float) -> float:
-        q = self.quantile(f"kernel:{kernel}", coverage)
-        return q if len(self.scores.get(f"kernel:{kernel}", ())) >= self.min_bin and np.isfinite(q) else \
-            self.quantile("interp", coverage)
+    def _widest(self, coverage: float, kernels: bool = False) -> float:
+        """The widest bin's quantile, of every bin or (``kernels`` False) of those not about kernels."""
+        names = [b for b in self.scores if kernels or not b.startswith("kernel")]
+        finite = [q for q in (self.quantile(b, coverage) for b in names) if np.isfinite(q)]
+        return max(finite) if finite else np.inf
 
-    def _widest(self, coverage: float) -> float:
-        finite = [q for q in (self.quantile(b, coverage) for b in self.scores) if np.isfinite(q)]
-        return max(finite) if finite else float("inf")
-
-    def _calibrated(self, name: str, coverage: float) -> float | None:
-        q = self.quantile(name, coverage)
-        return q if len(self.scores.get(name, ())) >= self.min_bin and np.isfinite(q) else None
-
-    def _shift(self, shift: FloatArray, coverage: float, base: float) -> FloatArray:
-        """Quantiles for size shifts (log2 of the size factor), non-decreasing in the shift: each
-        band at least the bands below it; beyond the largest calibrated band, growing linearly in the
-        shift at the rate seen up to that band. Without any calibrated band (training had too few
-        sizes for forward fits) the quantile is assumed to grow as base x (1 + shift)."""
+    def _curve(self, prim: str, flag: str, shift: FloatArray, coverage: float, base: float,
+               grow: Callable[[FloatArray], FloatArray] | None = None) -> FloatArray:
+        """Quantiles of ``<prim>|<band>[|flag]`` at the log2 size shifts ``shift`` (> 0), non-decreasing
+        in the shift, at least ``base``: constant within a band with scores (the largest up to it), linear
+        from ``base`` below the first one, beyond the last one growing as ``grow`` (default: in
+        proportion to the shift) from that band's median shift. NaN where no band has scores."""
+        tail = f"|{flag}" if flag else ""
         n_bands = len(SHIFT_BANDS) + 1
-        levels, edges, level, edge = np.empty(n_bands), np.empty(n_bands), base, 0.0
-        for band in range(1, n_bands + 1):
-            qb = self._calibrated(f"shift:{band}", coverage)
-            if qb is not None:
-                level = max(level, qb)
-                edge = SHIFT_BANDS[band - 1] if band <= len(SHIFT_BANDS) else SHIFT_BANDS[-1] + 1.0
-            levels[band - 1], edges[band - 1] = level, edge
-        if edge == 0.0:
-            return base * (1.0 + shift)
-        first = int(np.argmax(edges > 0))  # below the first calibrated band: linear from base up to it
-        k = np.searchsorted(SHIFT_BANDS, shift)
-        lv, ed = levels[k], edges[k]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            grow = np.where((ed > 0) & (shift > ed), np.maximum(0.0, (lv - base) / ed) * (shift - ed), 0.0)
-            below = base + (levels[first] - base) / edges[first] * shift
-        return np.maximum(np.where(ed > 0, lv + grow, below), base)
+        level = np.full(n_bands + 1, np.nan)  # index = band; NaN where no band up to it has scores
+        refs = np.full(n_bands + 1, np.nan)
+        running = base
+        for b in range(1, n_bands + 1):
+            q = self.quantile(f"{prim}|{b}{tail}", coverage)
+            if np.isfinite(q):
+                running = max(running, q)
+                level[b] = running
+                refs[b] = self.shift_ref.get(f"{prim}|{b}{tail}") or (b - 0.5)
+            elif np.isfinite(level[b - 1]):
+                level[b], refs[b] = level[b - 1], refs[b - 1]
+        scored = np.flatnonzero(np.isfinite(refs))
+        if not len(scored):
+            return np.full(len(shift), np.nan)
+        band = np.searchsorted(SHIFT_BANDS, shift) + 1
+        first, last = scored[0], max(b for b in scored if self.quantile(f"{prim}|{b}{tail}", coverage) < np.inf)
+        out = level[np.minimum(band, n_bands)].copy()
+        below = band < first
+        out[below] = base + (level[first] - base) * np.minimum(shift[below] / refs[first], 1.0)
+        beyond = band > last
+        if beyond.any():
+            g = (lambda x: x) if grow is None else grow
+            ratio = g(shift[beyond]) / g(np.array([refs[last]]))[0]
+            out[beyond] = level[last] * np.maximum(1.0, np.where(np.isfinite(ratio), ratio, shift[beyond] / refs[last]))
+        return np.maximum(out, base)
+
+    def _main(self, prim: str, kernel: str, band: np.ndarray, shift: FloatArray, coverage: float) -> FloatArray:
+        if prim == "seen":
+            q_kernel = self.quantile(f"kernel:{kernel}", coverage)
+            base = q_kernel if np.isfinite(q_kernel) else self.quantile("seen|0", coverage)
+            if not np.isfinite(base):  # the root: every random-fold score, however few (inf if too few for coverage)
+                base = self.quantile("random", coverage, min_bin=1)
+        else:
+            # A GPU's few runs calibrate it however few they are (exchangeable with its other runs).
+            base = self.quantile(f"{prim}|0", coverage, min_bin=1 if prim == "few" else None)
+            if not np.isfinite(base):  # no held-out fit showed this shift: the widest bins we have
+                base = self.quantile("gpu|0", coverage) if prim == "few" else np.inf
+                base = base if np.isfinite(base) else self._widest(coverage, kernels=prim == "kernel")
+        q = np.full(len(band), base)
+        far = band > 0
+        if far.any():
+            curve = self._curve(prim, "", shift[far], coverage, base)
+            if np.isnan(curve).any() and prim != "seen":
+                curve = np.fmax(curve, self._curve("seen", "", shift[far], coverage, base))
+            if np.isnan(curve).any():  # no forward fit at all: assume the error grows as base x (1 + shift)
+                curve = np.where(np.isnan(curve), base * (1.0 + shift[far]), curve)
+            q[far] = curve
+        return q
+
+    def _flagged(self, prim: str, flag: str, band: np.ndarray, shift: FloatArray, coverage: float) -> FloatArray:
+        base = self.quantile(f"{prim}|0|{flag}", coverage)
+        q = np.full(len(band), base)
+        far = band > 0
+        if far.any():  # beyond its own bands a flag keeps its excess over the main curve, which reaches further
+            main = lambda x: self._curve(prim, "", x, coverage, 0.0)  # noqa: E731
+            q[far] = self._curve(prim, flag, shift[far], coverage, base if np.isfinite(base) else 0.0, grow=main)
+        pooled = self.quantile(f"flag:{flag}", coverage)
+        fallback = pooled if np.isfinite(pooled) else self._widest(coverage)
+        return np.where(np.isfinite(q) & (q > 0), q, fallback)
+
+    def _quantiles(self, reasons: pd.DataFrame, kernels: np.ndarray, coverage: float) -> FloatArray:
+        """The normalised score quantile of each row (see the class docstring)."""
+        prim = primary_shift(reasons)
+        shift = np.log2(np.maximum(reasons["ood_size_factor"].to_numpy(dtype=np.float64), 1.0))
+        band = shift_band(reasons["ood_size_factor"])
+        flags = _flags(reasons)
+        q = np.empty(len(kernels))
+        for p in np.unique(prim):
+            for kernel in np.unique(kernels[prim == p]):
+                m = np.flatnonzero((prim == p) & (kernels == kernel))
+                q[m] = self._main(str(p), str(kernel), band[m], shift[m], coverage)
+            mp = np.flatnonzero(prim == p)
+            for f in FLAGS:
+                m = mp[flags[f][mp]]
+                if len(m):
+                    q[m] = np.fmax(q[m], self._flagged(str(p), f, band[m], shift[m], coverage))
+        return q
 
     def half_width(self, X: Any, reasons: pd.DataFrame, kernels: pd.Series, coverage: float) -> FloatArray:
         """Log-space half widths of the rows of ``X`` whose out-of-domain ``reasons`` (the columns of
         :func:`hybridperf.learn.domain.out_of_domain`) say which shifts apply."""
-        kernels = kernels.astype(str).to_numpy()
-        shift = np.log2(np.maximum(reasons["ood_size_factor"].to_numpy(dtype=np.float64), 1.0))
-        q = np.empty(len(kernels))
-        for kernel in np.unique(kernels):
-            m = kernels == kernel
-            base = self._base(kernel, coverage)
-            q[m] = np.where(shift[m] > 1e-9, self._shift(shift[m], coverage, base), base)
-        widest = self._widest(coverage)
-        flags = {"gpu": reasons["ood_gpu"], "kernel": reasons["ood_kernel"], "config": reasons["ood_config"] != "",
-                 "defaulted": reasons["ood_defaulted"] != "", "regime": reasons["ood_regime"]}
-        for name, flag in flags.items():
-            qb = self._calibrated(name, coverage)
-            # A shift no held-out fit could calibrate (e.g. a GPU when training had one): the widest we have.
-            q = np.where(flag.to_numpy(dtype=bool), np.maximum(q, widest if qb is None else qb), q)
-        return q * self.sigma(X)
+        return self.half_widths(X, reasons, kernels, (coverage,))[:, 0]
+
+    def half_widths(self, X: Any, reasons: pd.DataFrame, kernels: pd.Series, levels: Sequence[float]) -> FloatArray:
+        """:meth:`half_width` at each coverage of ``levels``: one column per level, the difficulty
+        estimated once. Non-decreasing along a row for increasing ``levels``."""
+        names = kernels.astype(str).to_numpy()
+        order = np.argsort(np.asarray(levels, dtype=np.float64))
+        q = np.empty((len(names), len(order)))
+        for j in order:
+            q[:, j] = self._quantiles(reasons, names, levels[j])
+        if len(order):
+            q[:, order] = np.maximum.accumulate(q[:, order], axis=1)
+        return q * self.sigma(X)[:, None]
 
     def to_dict(self) -> dict[str, Any]:
         """The scores per bin and the difficulty booster as JSON values (for the model file)."""
         from hybridperf.learn.persist import booster_to_json, encode_array
 
-        return {"scores": {k: encode_array(v) for k, v in sorted(self.scores.items())}, "min_bin": self.min_bin,
+        return {"version": INTERVALS_VERSION, "scores": {k: encode_array(v) for k, v in sorted(self.scores.items())},
+                "shift_ref": {k: float(v) for k, v in sorted(self.shift_ref.items())}, "min_bin": self.min_bin,
                 "difficulty": booster_to_json(self.difficulty), "difficulty_columns": list(self.difficulty_columns)}
 
     @classmethod
     def from_dict(cls, doc: Any, n_features: int) -> ConformalIntervals:
-        """The intervals :meth:`to_dict` described (a ModelFileError if malformed)."""
+        """The intervals :meth:`to_dict` described (a ModelFileError if malformed or of an older layout)."""
         from hybridperf.learn.persist import ModelFileError, booster_from_json, decode_array
 
         if not isinstance(doc, dict) or not isinstance(doc.get("scores"), dict):
             raise ModelFileError("model file intervals are malformed; retrain the model")
+        if doc.get("version") != INTERVALS_VERSION:
+            raise ModelFileError("model file intervals use an older layout of calibration bins; retrain the model")
         scores = {str(k): decode_array(v, f"intervals.scores.{k}") for k, v in doc["scores"].items()}
+        refs = doc.get("shift_ref", {})
+        if not isinstance(refs, dict) or not all(isinstance(v, (int, float)) and np.isfinite(v) for v in refs.values()):
+            raise ModelFileError("model file intervals hold malformed shift_ref values; retrain the model")
         cols = doc.get("difficulty_columns", [])
         if not isinstance(cols, list) or not all(isinstance(c, int) and 0 <= c < n_features for c in cols):
             raise ModelFileError("model file intervals name difficulty columns outside the features; retrain it")
         difficulty = None if doc.get("difficulty") is None else booster_from_json(doc["difficulty"], len(cols))
-        return cls(scores=scores, difficulty=difficulty, difficulty_columns=tuple(cols),
-                   min_bin=int(doc.get("min_bin", 30)))
+        return cls(scores=scores, shift_ref={str(k): float(v) for k, v in refs.items()}, difficulty=difficulty,
+                   difficulty_columns=tuple(cols), min_bin=int(doc.get("min_bin", 30)))
 
 
 def _bin_quantile(scores: FloatArray | None, coverage: float) -> float:
     # crepes' ConformalRegressor gives the finite-sample conformal quantile of normalised scores
-    # (an interval y_hat +- q for y_hat = 0, sigma = 1); an empty or too small bin gives inf.
+    # (an interval y_hat +- q for y_hat = 0, sigma = 1); too few scores for the coverage give inf.
     if scores is None or len(scores) == 0:
         return float("inf")
     import warnings

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import platform
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,8 +28,8 @@ from hybridperf.rowcheck import RowCheck, drop_bad_rows, drop_rows
 from hybridperf.sweep import param_columns, size_metric, training_rows
 
 __all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "check_prediction_rows", "fit_model",
-           "load_model", "make_model", "model_kernels", "predict_rows", "predict_times", "rows_to_predict", "save_model",
-           "size_bands", "train_model"]
+           "half_width_column", "load_model", "make_model", "model_kernels", "predict_rows", "predict_times",
+           "rows_to_predict", "save_model", "size_bands", "train_model"]
 
 # Feature columns beyond whose training range a row is an extrapolation in size (forward interval scores).
 EXTRAPOLATION_COLUMNS = r"^log2_size\."
@@ -355,9 +355,25 @@ def predict_times(model: TrainedModel, rows: pd.DataFrame, *, features: pd.DataF
     return model.estimator.predict(model.features.transform(rows, features=feats))
 
 
+def half_width_column(level: float) -> str:
+    """The :func:`predict_rows` column holding the log-space half width at coverage ``level``."""
+    return f"half_width_{level * 100:g}"
+
+
+def _half_widths(model: TrainedModel, X: Any, reasons: pd.DataFrame, kernels: pd.Series,
+                 levels: Sequence[float]) -> np.ndarray:
+    """Log-space half widths (rows x levels): the adaptive intervals', else the estimator's plain ones."""
+    if model.intervals is not None:
+        return model.intervals.half_widths(X, reasons, kernels, levels)
+    est = model.estimator
+    outside = (reasons["ood_size_factor"].to_numpy(dtype=np.float64) > 1.0) & (est.extrap_abs_log_errors_ is not None)
+    return np.column_stack([np.where(outside, est.interval_half_width(c, extrapolation=True),
+                                     est.interval_half_width(c)) for c in levels])
+
+
 def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None, *,
                  features: pd.DataFrame | None = None,
-                 kernels: Mapping[str, KernelDescriptor] | None = None) -> pd.DataFrame:
+                 kernels: Mapping[str, KernelDescriptor] | None = None, levels: Sequence[float] = ()) -> pd.DataFrame:
     """Predict time and interval, regime, limiter and the out-of-domain reasons of each row.
 
     ``rows`` holds kernel, gpu, size.* and config.* columns (no time needed); ``features`` may pass
@@ -369,6 +385,9 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     reason (see ConformalIntervals). A kernel the model never trained on is predicted with the
     fallback baseline, the average calibration and the learned residual; its interval is the one
     held-out kernels showed in training, or unbounded where training could not measure it.
+    ``levels`` (coverages in (0, 1)) adds the log-space half width of the interval at each level,
+    in the columns :func:`half_width_column` names (the row's predictive distribution, e.g. for
+    :mod:`hybridperf.search.optimum`).
     """
     rows, descs = model_kernels(model, rows, kernels)
     feats = analytical_features(rows, kernels=descs) if features is None else features
@@ -399,4 +418,8 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     out["ood_reason"] = text
     for col in REASON_COLUMNS:
         out[col] = reasons[col].to_numpy()
+    if len(levels):
+        widths = _half_widths(model, X, reasons, rows["kernel"], levels)
+        for j, level in enumerate(levels):
+            out[half_width_column(level)] = widths[:, j]
     return out

@@ -99,6 +99,8 @@ _FEATURES = _obj({
     "columns_": _array(_NAME, MAX_FEATURES, minItems=1, uniqueItems=True),
     "domain_": {"type": "object", "maxProperties": 100_000, "additionalProperties": _obj({
         "gpus": _array(_NAME, 10_000),
+        "gpu_rows": {"type": "object", "maxProperties": 10_000,
+                     "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 10**12}},
         "sizes": {"type": "object", "maxProperties": 1000, "additionalProperties": False,
                   "patternProperties": {r"^size\.": _array(_FINITE, 2, minItems=2)}},
         "configs": {"type": "object", "maxProperties": 1000, "additionalProperties": False,
@@ -147,7 +149,9 @@ _ESTIMATOR = _obj({
 })
 
 _INTERVALS = _obj({
+    "version": {"type": "integer", "minimum": 1, "maximum": 1000},
     "scores": {"type": "object", "maxProperties": 10_000, "additionalProperties": _numbers(0, 1e9, nullable=True)},
+    "shift_ref": {"type": "object", "maxProperties": 10_000, "additionalProperties": _FINITE},
     "min_bin": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
     "difficulty": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
     "difficulty_columns": _array({"type": "integer", "minimum": 0, "maximum": MAX_FEATURES}, MAX_FEATURES),

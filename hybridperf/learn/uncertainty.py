@@ -5,20 +5,22 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupKFold
+from sklearn.model_selection import GroupKFold, KFold
 
-from hybridperf.learn.domain import out_of_domain, training_domain
-from hybridperf.learn.folds import forward_shift
-from hybridperf.learn.intervals import SHIFT_BANDS, ConformalIntervals
+from hybridperf.learn.domain import FEW_RUNS_SHARE, out_of_domain, training_domain
+from hybridperf.learn.folds import Split, forward_splits
+from hybridperf.learn.intervals import ConformalIntervals, bin_keys
+from hybridperf.sweep import param_columns, size_metric
 
-__all__ = ["CALIBRATION_ROWS", "DIFFICULTY_PREFIXES", "fit_difficulty", "fit_intervals"]
+__all__ = ["CALIBRATION_ROWS", "DIFFICULTY_PREFIXES", "calibration_residuals", "fit_difficulty", "fit_intervals"]
 
-# Training rows used at most by each leave-GPU-out / leave-kernel-out fit (a seeded sample above it):
-# calibration needs representative errors, not the last bit of accuracy, and training must stay fast.
+# Training rows used at most by each calibration fit (a seeded sample above it): calibration needs
+# representative errors, not the last bit of accuracy, and training must stay fast.
 CALIBRATION_ROWS = 40_000
 # The design-matrix columns the difficulty model reads (see ConformalIntervals): parameters, GPU fields, group ids.
 DIFFICULTY_PREFIXES = ("size.", "log2_size.", "config.", "gpu_", "id_")
 _MIN_DIFFICULTY_ROWS = 50
+_MAX_SKIP = 3  # forward fits predict the largest size band from the bands up to 1, 2 or 3 below it
 
 
 def _difficulty_model(random_state: int) -> Any:
@@ -47,129 +49,139 @@ def fit_difficulty(X: np.ndarray, residual: np.ndarray, random_state: int = 0) -
     return final, np.exp(np.clip(cross, -20.0, 20.0))
 
 
-def _group_splits(labels: np.ndarray, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]] | None:
-    """Leave-group-out splits (at most 5 folds) with at most CALIBRATION_ROWS training rows each."""
+def _cap(tr: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return np.sort(rng.choice(tr, CALIBRATION_ROWS, replace=False)) if len(tr) > CALIBRATION_ROWS else tr
+
+
+def _group_splits(labels: np.ndarray, rng: np.random.Generator) -> list[Split]:
+    """Leave-group-out splits (at most 5 folds), at most CALIBRATION_ROWS training rows each."""
     n_groups = len(np.unique(labels))
     if n_groups < 2:
+        return []
+    folds = GroupKFold(n_splits=min(5, n_groups)).split(np.zeros((len(labels), 1)), None, labels)
+    return [(_cap(tr, rng), te) for tr, te in folds]
+
+
+def _few_runs_splits(rows: pd.DataFrame, rng: np.random.Generator) -> list[Split]:
+    """Where a GPU has few runs of a kernel (see :data:`FEW_RUNS_SHARE`): 5 folds over those runs,
+    each predicted by a fit on every other row (its other runs kept, the rest capped), so that the
+    GPU's own held-out runs calibrate it (exchangeable with its other runs, unlike any other GPU's)."""
+    out: list[Split] = []
+    kernels, gpus = rows["kernel"].astype(str).to_numpy(), rows["gpu"].astype(str).to_numpy()
+    for kernel in np.unique(kernels):
+        runs = pd.Series(gpus[kernels == kernel]).value_counts()
+        for gpu in runs[runs < FEW_RUNS_SHARE * runs.max()].index:
+            mine = np.flatnonzero((kernels == kernel) & (gpus == gpu))
+            if len(mine) < 10:
+                continue
+            others = np.flatnonzero(~((kernels == kernel) & (gpus == gpu)))
+            for _, te in KFold(n_splits=5, shuffle=True, random_state=0).split(mine):
+                keep = np.setdiff1d(mine, mine[te])
+                room = max(CALIBRATION_ROWS - len(keep), 0)
+                rest = rng.choice(others, room, replace=False) if len(others) > room else others
+                out.append((np.union1d(rest, keep), mine[te]))
+    return out
+
+
+def _size_bands(rows: pd.DataFrame, groups: np.ndarray | None) -> np.ndarray | None:
+    """Ordered size bands: the fit's groups, else each distinct size (two to five of them, e.g. size classes)."""
+    if groups is not None:
+        return np.asarray(groups, dtype=np.float64)
+    if not param_columns(rows, "size."):
         return None
+    size = size_metric(rows)
+    uniq = np.unique(size[np.isfinite(size)])
+    return np.searchsorted(uniq, size).astype(np.float64) if 2 <= len(uniq) <= 5 else None
+
+
+def _forward_top_splits(bands: np.ndarray | None, rng: np.random.Generator) -> list[tuple[int, Split]]:
+    """The largest size band predicted from the bands up to 1, 2, ... :data:`_MAX_SKIP` below it, as
+    (skip, split): the forward fits whose training rows are most like the model's (they extrapolate
+    from the largest sizes), so their errors are the closest measure of the model's beyond its sizes."""
+    if bands is None:
+        return []
+    uniq = np.unique(bands[np.isfinite(bands)])
     out = []
-    for tr, te in GroupKFold(n_splits=min(5, n_groups)).split(np.zeros((len(labels), 1)), None, labels):
-        if len(tr) > CALIBRATION_ROWS:
-            tr = np.sort(rng.choice(tr, CALIBRATION_ROWS, replace=False))
-        out.append((tr, te))
-    return out
-
-
-def _fold_reasons(rows: pd.DataFrame, regimes: np.ndarray, fold: np.ndarray) -> pd.DataFrame:
-    """For each random-fold held-out row, the out-of-domain reasons with respect to its fold's training rows."""
-    reasons = []
-    for k in np.unique(fold[fold >= 0]):
-        test, train = fold == k, fold != k
-        dom = training_domain(rows.loc[train], regimes[train])
-        reasons.append(out_of_domain(rows.loc[test], dom, regimes[test]))
-    return pd.concat(reasons) if reasons else pd.DataFrame()
-
-
-Found = dict[str, list[tuple[np.ndarray, np.ndarray]]]
-
-
-def _add(found: Found, name: str, idx: np.ndarray, resid: np.ndarray) -> None:
-    keep = np.isfinite(resid)
-    if keep.any():
-        found.setdefault(name, []).append((idx[keep], resid[keep]))
-
-
-def _random_bins(found: Found, r: np.ndarray, rows: pd.DataFrame, regimes: np.ndarray, fold: np.ndarray | None) -> None:
-    """Random-fold residuals: ``interp``, per kernel, and the rows that showed a config, defaulted or
-    regime shift with respect to their fold's training rows."""
-    ok = np.flatnonzero(np.isfinite(r))
-    _add(found, "interp", ok, r[ok])
-    kernels = rows["kernel"].astype(str).to_numpy()
-    for kernel in np.unique(kernels[ok]):
-        m = ok[kernels[ok] == kernel]
-        _add(found, f"kernel:{kernel}", m, r[m])
-    if fold is None:
-        return
-    reasons = _fold_reasons(rows, regimes, fold)
-    if len(reasons):
-        for name, col in (("config", "ood_config"), ("defaulted", "ood_defaulted"), ("regime", "ood_regime")):
-            idx = reasons.index.to_numpy()[reasons[col].astype(bool).to_numpy()]
-            _add(found, name, idx, r[idx])
-
-
-def _forward_bins(found: Found, rf: np.ndarray, shift: np.ndarray, min_shift: float = 1e-9) -> None:
-    """Forward (size-band) residuals, binned by how far each row extrapolated (log2 size factor)."""
-    sel = np.flatnonzero(np.isfinite(rf) & (shift > min_shift))
-    bands = np.searchsorted(SHIFT_BANDS, shift[sel]) + 1
-    for band in np.unique(bands):
-        _add(found, f"shift:{band}", sel[bands == band], rf[sel[bands == band]])
-
-
-def _skip_band_splits(groups: np.ndarray, skip: int, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Each ordered group predicted from the groups ``skip`` or more below it: forward fits that
-    extrapolate further than the adjacent-band fits the estimator makes itself."""
-    g = np.asarray(groups, dtype=np.float64)
-    bands = np.unique(g[np.isfinite(g)])
-    out = []
-    for i in range(skip, len(bands)):
-        tr, te = np.flatnonzero(g <= bands[i - skip]), np.flatnonzero(g == bands[i])
+    for skip in range(1, min(_MAX_SKIP, len(uniq) - 1) + 1):
+        tr = np.flatnonzero(bands <= uniq[-1 - skip])
         if len(tr) >= 20:
-            if len(tr) > CALIBRATION_ROWS:
-                tr = np.sort(rng.choice(tr, CALIBRATION_ROWS, replace=False))
-            out.append((tr, te))
+            out.append((skip, (_cap(tr, rng), np.flatnonzero(bands == uniq[-1]))))
     return out
 
 
-def _far_forward_bins(found: Found, est: Any, X: pd.DataFrame, y: np.ndarray, groups: np.ndarray | None,
-                      rng: np.random.Generator) -> None:
-    """Residuals of forward fits that skip a size band, for the shifts beyond one band (log2 factor > 1):
-    those fits train on less data than the model does, so their errors at small shifts would
-    overstate the model's; at larger shifts they are the only calibration there is."""
-    mask = getattr(est, "extrapolation_mask_", None)
-    if groups is None or mask is None or not mask.any():
-        return
-    for skip in (2,):
-        splits = _skip_band_splits(groups, skip, rng)
-        if splits:
-            rf = np.log(np.asarray(y, dtype=np.float64)) - est.held_out_log_predict(X, y, splits)
-            shift = forward_shift(X.to_numpy(dtype=np.float64), mask, splits)
-            _forward_bins(found, rf, shift, min_shift=SHIFT_BANDS[0])
+def _reasons(rows: pd.DataFrame, regimes: np.ndarray, tr: np.ndarray, te: np.ndarray) -> pd.DataFrame:
+    return out_of_domain(rows.iloc[te], training_domain(rows.iloc[tr], regimes[tr]), regimes[te])
+
+
+def _reused_forward(est: Any, groups: np.ndarray | None) -> np.ndarray | None:
+    """The estimator's own forward log predictions, whose last split is the largest band predicted
+    from the bands below it (the skip-1 fit of :func:`_forward_top_splits`); None if it made none."""
+    held = getattr(est, "heldout_", {})
+    return held["forward"] if groups is not None and "forward" in held and forward_splits(groups) else None
+
+
+def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, regimes: np.ndarray, *,
+                          groups: np.ndarray | None = None, random_state: int = 0) -> pd.DataFrame:
+    """Held-out log residuals of the estimator's settings for each kind of shift, one row each:
+    ``row`` (position in ``rows``), ``family`` (``random`` folds, ``forward`` fits of the largest
+    size band, ``gpu`` / ``kernel`` left out, ``few`` runs of a GPU kept), ``residual`` and the
+    out-of-domain reasons of the row with respect to its fit's training rows (the ``few`` fits'
+    rows show few runs: their GPU keeps four fifths of them)."""
+    held = getattr(est, "heldout_", {})
+    rows = rows.reset_index(drop=True)
+    logy = np.log(np.asarray(y, dtype=np.float64))
+    rng = np.random.default_rng(random_state)
+    parts = []
+    fold = held.get("fold")
+    if "random" in held and fold is not None:
+        for k in np.unique(fold[fold >= 0]):
+            te, tr = np.flatnonzero(fold == k), np.flatnonzero(fold != k)
+            parts.append(("random", te, logy[te] - held["random"][te], _reasons(rows, regimes, tr, te)))
+    reuse = _reused_forward(est, groups)
+    fits = {"forward": _forward_top_splits(_size_bands(rows, groups), rng),
+            "gpu": list(enumerate(_group_splits(rows["gpu"].astype(str).to_numpy(), rng))),
+            "kernel": list(enumerate(_group_splits(rows["kernel"].astype(str).to_numpy(), rng))),
+            "few": list(enumerate(_few_runs_splits(rows, rng)))}
+    for family, splits in fits.items():
+        for skip, (tr, te) in splits:
+            reused = family == "forward" and skip == 1 and reuse is not None
+            pred = reuse if reused else est.held_out_log_predict(X, y, [(tr, te)])
+            parts.append((family, te, logy[te] - pred[te], _reasons(rows, regimes, tr, te)))
+    frames = [r.reset_index(drop=True).assign(row=te, family=fam, residual=res) for fam, te, res, r in parts]
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["row", "family", "residual"])
+    return table[np.isfinite(table["residual"].to_numpy(dtype=np.float64))].reset_index(drop=True)
 
 
 def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, regimes: np.ndarray, *,
                   groups: np.ndarray | None = None, random_state: int = 0) -> ConformalIntervals | None:
     """Normalised Mondrian conformal intervals for a fitted HybridRegressor (see ConformalIntervals).
 
-    Residuals come from held-out fits of the estimator's own settings: its random folds (bins
-    ``interp``, ``kernel:<name>``, and ``config`` / ``defaulted`` / ``regime`` for rows that showed
-    that shift with respect to their fold's training rows), its forward size-band fits and, given the
-    ordered size ``groups`` it was fitted with, forward fits that skip a band (``shift:<band>``),
-    leave-GPU-out fits (``gpu``) and leave-kernel-out fits (``kernel``). ``X`` is the estimator's
-    design matrix of the training ``rows`` (times ``y``); ``regimes`` their MWP-CWP regime codes.
-    None when the estimator kept no held-out predictions (fitted with coverage=None).
+    Residuals come from held-out fits of the estimator's own settings (:func:`calibration_residuals`):
+    its random folds, forward fits of the largest size band (given the ordered size ``groups`` it was
+    fitted with, or two to five distinct sizes), leave-GPU-out and leave-kernel-out fits and, where a
+    GPU has few runs, fits that hold out a fifth of its runs at a time. Each residual, divided by the
+    cross-fitted difficulty of its row, is a score in the bins of its reasons (:func:`bin_keys`).
+    ``X`` is the estimator's design matrix of the training ``rows`` (times ``y``); ``regimes`` their
+    MWP-CWP regime codes. None when the estimator kept no held-out predictions (coverage=None).
     """
-    held = getattr(est, "heldout_", {})
-    if "random" not in held:
+    if "random" not in getattr(est, "heldout_", {}):
         return None
     rows = rows.reset_index(drop=True)
-    logy = np.log(np.asarray(y, dtype=np.float64))
-    rng = np.random.default_rng(random_state)
-    found: Found = {}
-    r = logy - held["random"]
-    _random_bins(found, r, rows, np.asarray(regimes, dtype=np.float64), held.get("fold"))
-    if "forward" in held and "shift" in held:
-        _forward_bins(found, logy - held["forward"], held["shift"])
-    _far_forward_bins(found, est, X, y, groups, rng)
-    for name, col in (("gpu", "gpu"), ("kernel", "kernel")):
-        splits = _group_splits(rows[col].astype(str).to_numpy(), rng)
-        if splits:
-            rg = logy - est.held_out_log_predict(X, y, splits)
-            _add(found, name, np.arange(len(rg)), rg)
+    regimes = np.asarray(regimes, dtype=np.float64)
+    table = calibration_residuals(est, X, y, rows, regimes, groups=groups, random_state=random_state)
+    r = np.full(len(rows), np.nan)
+    rand = table[table["family"] == "random"]
+    r[rand["row"].to_numpy(dtype=int)] = rand["residual"].to_numpy()
     cols = tuple(i for i, c in enumerate(X.columns) if str(c).startswith(DIFFICULTY_PREFIXES))
     difficulty, sigma = fit_difficulty(X.to_numpy(dtype=np.float64)[:, list(cols)], r, random_state)
-    scores = {}
-    for name, parts in found.items():
-        idx = np.concatenate([p[0] for p in parts])
-        res = np.concatenate([p[1] for p in parts])
-        scores[name] = np.sort(np.abs(res) / sigma[idx])
-    return ConformalIntervals(scores=scores, difficulty=difficulty, difficulty_columns=cols)
+    score = np.abs(table["residual"].to_numpy()) / sigma[table["row"].to_numpy(dtype=int)]
+    shift = np.log2(np.maximum(table["ood_size_factor"].to_numpy(dtype=np.float64), 1.0))
+    keys = bin_keys(table, rows["kernel"].iloc[table["row"].to_numpy(dtype=int)].reset_index(drop=True))
+    for k, family in zip(keys, table["family"]):
+        if family == "random":
+            k.append("random")  # every random-fold score: the root bin (see ConformalIntervals)
+    flat = pd.DataFrame({"key": [k for ks in keys for k in ks], "score": np.repeat(score, [len(k) for k in keys]),
+                         "shift": np.repeat(shift, [len(k) for k in keys])})
+    scores = {str(k): np.sort(g["score"].to_numpy()) for k, g in flat.groupby("key")}
+    refs = {str(k): float(np.median(g["shift"])) for k, g in flat[flat["shift"] > 1e-9].groupby("key")}
+    return ConformalIntervals(scores=scores, shift_ref=refs, difficulty=difficulty, difficulty_columns=cols)

@@ -13,6 +13,7 @@ from hybridperf.analytical.run import TIME_MODELS, analyze
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec
 from hybridperf.kernel import KernelDescriptor
+from hybridperf.search.optimum import LEVELS, still_contending, width_columns
 from hybridperf.search.pareto import pareto_mask
 from hybridperf.search.space import ConfigSpace
 from hybridperf.sweep import launch_rows
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
 
 __all__ = ["OBJECTIVES", "PRUNE_MODES", "ChunkResult", "RankSpace", "Shortlist", "analytical_time_column",
-           "by_time_only", "chunk_ranges", "config_rows", "fill_k", "merge_chunks", "predict_configs", "predict_times",
+           "by_time_only", "chunk_ranges", "config_rows", "fill_k", "merge_chunks", "predict_configs",
            "prediction_rows", "scan_configs", "trim_top_k", "with_pruned",
            "with_ryoo_metrics"]
 
@@ -102,11 +103,16 @@ class RankSpace:
 @dataclass(frozen=True, slots=True)
 class Shortlist:
     """Configurations kept by the selection (flags ``on_front`` and ``in_top_k``) and what it dropped:
-    ``n_dropped`` configurations, the fastest predicted of them ``best_dropped_ms`` (NaN without a model)."""
+    ``n_dropped`` configurations, the fastest predicted of them ``best_dropped_ms`` (NaN without a
+    model), and those of them that could still be the fastest by their prediction intervals
+    (``contenders``, see :func:`hybridperf.search.optimum.still_contending`; ``n_lost`` more of
+    them than it keeps)."""
 
     kept: pd.DataFrame
     n_dropped: int = 0
     best_dropped_ms: float = float("nan")
+    contenders: pd.DataFrame | None = None
+    n_lost: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +171,21 @@ def _select(df: pd.DataFrame, space: RankSpace) -> Shortlist:
     keep = on_front | in_top
     dropped = df["time_ms"].to_numpy(dtype=np.float64)[~keep]
     kept = df.loc[keep].assign(on_front=on_front[keep], in_top_k=in_top[keep]).reset_index(drop=True)
-    return Shortlist(kept=kept, n_dropped=int((~keep).sum()), best_dropped_ms=_nanmin(dropped))
+    cont, lost = still_contending(kept, df.loc[~keep])
+    return Shortlist(kept=kept, n_dropped=int((~keep).sum()), best_dropped_ms=_nanmin(dropped), contenders=cont,
+                     n_lost=lost)
+
+
+def _with_contenders(out: Shortlist, parts: Sequence[Shortlist], n_dropped: int, best: float) -> Shortlist:
+    """``out`` (a selection from the kept rows of ``parts``) with the parts' drops added: counts, the
+    fastest, and the contenders of all, filtered again against the new shortlist."""
+    frames = [p.contenders for p in (*parts, out) if p.contenders is not None and not p.contenders.empty]
+    lost = sum(p.n_lost for p in (*parts, out))
+    cont = out.contenders
+    if frames:
+        cont, more = still_contending(out.kept, pd.concat(frames, ignore_index=True))
+        lost += more
+    return Shortlist(kept=out.kept, n_dropped=n_dropped, best_dropped_ms=best, contenders=cont, n_lost=lost)
 
 
 def by_time_only(space: RankSpace) -> bool:
@@ -179,7 +199,6 @@ def _scan_by_time(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
     which carry feasibility, register spills and whether Ryoo's metrics are defined (the reasons of the
     infeasible ones come from an occupancy analysis of those alone)."""
     from hybridperf.learn.features import analytical_features
-    from hybridperf.learn.model import predict_times as model_times
 
     names = list(space.kernel.config_names)
     params = cfg[names].reset_index(drop=True)
@@ -197,9 +216,7 @@ def _scan_by_time(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
     surv.insert(0, "index", cfg["index"].to_numpy(dtype=np.int64)[ok])
     surv["efficiency"], surv["utilization"] = np.nan, np.nan
     surv["register_spill"] = feats["register_spill"].to_numpy()[ok] > 0
-    own = {space.kernel_key: space.kernel}
-    surv["time_ms"] = (model_times(space.model, rows.loc[ok], features=feats.loc[ok], kernels=own) if ok.any()
-                       else np.zeros(0))
+    surv = _predicted(space, surv, rows.loc[ok], feats.loc[ok])
     return ChunkResult(n_rows=len(cfg), infeasible=_counts(reason[~ok]), n_screened=0, shortlist=_select(surv, space))
 
 
@@ -248,7 +265,7 @@ def scan_configs(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
     surv["register_spill"] = np.asarray(res.register_spill, dtype=bool)[ok]  # registers clamped: nvcc spills
     for m in timed:
         surv[analytical_time_column(m)] = res.terms[m]["time_ms"].to_numpy(dtype=np.float64)[ok]
-    surv["time_ms"] = predict_times(space, surv)
+    surv = _predicted(space, surv)
     n_screened, unscreened, best_screened = 0, None, float("nan")
     if space.screen_bandwidth:
         mem = res.terms["roofline"]["memory_bound"].to_numpy(dtype=bool)[ok]
@@ -273,16 +290,16 @@ def _merge(a: Shortlist | None, b: Shortlist | None, space: RankSpace) -> Shortl
     parts = [s.kept for s in (a, b) if not s.kept.empty]
     pool = pd.concat(parts, ignore_index=True) if parts else a.kept
     out = _select(pool, space)
-    return Shortlist(kept=out.kept, n_dropped=a.n_dropped + b.n_dropped + out.n_dropped,
-                     best_dropped_ms=_nanmin([a.best_dropped_ms, b.best_dropped_ms, out.best_dropped_ms]))
+    return _with_contenders(out, (a, b), a.n_dropped + b.n_dropped + out.n_dropped,
+                            _nanmin([a.best_dropped_ms, b.best_dropped_ms, out.best_dropped_ms]))
 
 
 def trim_top_k(short: Shortlist, space: RankSpace, k: int) -> Shortlist:
     """``short`` with its top-k cut to ``k <= space.top_k`` (exact: top-k sets are nested, and the
     front is unchanged); what the cut drops is added to the dropped count and fastest time."""
     out = _select(short.kept, dataclasses.replace(space, top_k=k))
-    return Shortlist(kept=out.kept, n_dropped=short.n_dropped + out.n_dropped,
-                     best_dropped_ms=_nanmin([short.best_dropped_ms, out.best_dropped_ms]))
+    return _with_contenders(out, (short,), short.n_dropped + out.n_dropped,
+                            _nanmin([short.best_dropped_ms, out.best_dropped_ms]))
 
 
 def fill_k(short: Shortlist, budget: int, k_min: int) -> int:
@@ -332,18 +349,29 @@ def config_rows(kernel: str, gpu: str, sizes: Mapping[str, float], configs: pd.D
     return launch_rows(kernel, gpu, params, sizes, config_names)
 
 
-def predict_times(space: RankSpace, configs: pd.DataFrame) -> np.ndarray:
-    """The model's predicted time of each configuration (NaN without a model)."""
-    if space.model is None or configs.empty:
-        return np.full(len(configs), np.nan)
-    from hybridperf.learn.model import predict_times as model_times
+def _predicted(space: RankSpace, surv: pd.DataFrame, rows: pd.DataFrame | None = None,
+               feats: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``surv`` with the model's prediction columns and the half widths at
+    :data:`hybridperf.search.optimum.LEVELS` (by which the dropped configurations that could still be
+    the fastest are found: :func:`hybridperf.search.optimum.still_contending`); ``rows``/``feats``: the
+    configurations' prediction rows and features where already computed. NaN times without a model."""
+    if space.model is None or surv.empty:
+        return surv.assign(time_ms=np.full(len(surv), np.nan))
+    from hybridperf.learn.model import predict_rows
 
-    return model_times(space.model, prediction_rows(space, configs), kernels={space.kernel_key: space.kernel})
+    rows = prediction_rows(space, surv) if rows is None else rows.reset_index(drop=True)
+    pred = predict_rows(space.model, rows, features=None if feats is None else feats.reset_index(drop=True),
+                        kernels={space.kernel_key: space.kernel}, levels=LEVELS)
+    out = surv.copy()
+    for c in (*_PREDICTED, *width_columns()):
+        out[c] = pred[c].to_numpy()
+    return out
 
 
 def predict_configs(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
     """``configs`` with the model's prediction columns (time_ms, lo_ms, hi_ms, regime, limiter,
-    out_of_domain, ood_reason); NaN times and empty labels without a model."""
+    out_of_domain, ood_reason, and the half widths at :data:`hybridperf.search.optimum.LEVELS`); NaN
+    times and empty labels without a model."""
     out = configs.copy()
     if space.model is None or configs.empty:
         for c in ("time_ms", "lo_ms", "hi_ms"):
@@ -352,7 +380,8 @@ def predict_configs(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
         return out
     from hybridperf.learn.model import predict_rows
 
-    pred = predict_rows(space.model, prediction_rows(space, configs), kernels={space.kernel_key: space.kernel})
-    for c in _PREDICTED:
+    pred = predict_rows(space.model, prediction_rows(space, configs), kernels={space.kernel_key: space.kernel},
+                        levels=LEVELS)
+    for c in (*_PREDICTED, *width_columns()):
         out[c] = pred[c].to_numpy()
     return out

@@ -23,6 +23,7 @@ from hybridperf.search.chunks import (
     trim_top_k,
     with_ryoo_metrics,
 )
+from hybridperf.search.optimum import shortlist_probabilities
 from hybridperf.search.stream import scan_space
 from hybridperf.search.user_space import user_space
 from hybridperf.sweep import param_columns, param_name
@@ -55,6 +56,12 @@ class RankResult:
     ``n_pruned`` how many feasible configurations the selection dropped and ``best_pruned_ms``
     the fastest predicted time among them (NaN without a model), so a user sees whether pruning
     dropped something the model likes; ``best_screened_ms`` the same for bandwidth screening.
+
+    With a model, ``p_fastest_kept`` is the probability that the truly fastest configuration (of
+    those left after screening) is among ``candidates``, and ``p_fastest_in_table`` that it is among
+    ``table``, from the prediction intervals (:mod:`hybridperf.search.optimum`: errors taken as
+    independent, so the probabilities are conservative); ``n_contenders`` counts the dropped
+    configurations whose intervals still allow them to be the fastest. NaN without a model.
     """
 
     kernel: str  # as rows name it: shipped name, or descriptor path
@@ -77,6 +84,9 @@ class RankResult:
     best_pruned_ms: float = float("nan")
     best_screened_ms: float = float("nan")
     fixed: Mapping[str, float] = field(default_factory=dict)
+    p_fastest_kept: float = float("nan")
+    p_fastest_in_table: float = float("nan")
+    n_contenders: int = 0
 
     def rows(self) -> pd.DataFrame:
         """The candidates as sweep-format rows (kernel, gpu, size.*, config.*), e.g. for suggest_next."""
@@ -126,12 +136,25 @@ class RankResult:
         filled = f", filled to {self.fill:.0%} of the feasible" if self.fill else ""
         return text + f", plus the model's {self.top_k} fastest predicted{filled})"
 
+    def describe_odds(self) -> str:
+        """One line: how likely the fastest configuration is among the candidates and the table ('' without)."""
+        if not np.isfinite(self.p_fastest_kept):
+            return "" if self.n_contenders == 0 else (
+                f"chance the fastest is kept: unknown ({self.n_contenders} dropped configurations could be the "
+                "fastest by their intervals)")
+        return (f"chance the fastest configuration is among the {len(self.candidates)} ranked: "
+                f"{self.p_fastest_kept:.1%}; among the {len(self.table)} shown: {self.p_fastest_in_table:.1%} "
+                f"(prediction intervals, errors taken as independent; {self.n_contenders} dropped could be "
+                "the fastest)")
+
     def pruning(self) -> dict[str, Any]:
         """How the pruning did, as plain values (for JSON output)."""
         return {"prune": self.prune, "objectives": list(self.objectives), "top_k": self.top_k, "fill": self.fill,
                 "screened": self.n_screened, "on_front": self.n_pareto, "in_top_k": self.n_top_k,
                 "ranked": len(self.candidates), "pruned": self.n_pruned, "best_pruned_ms": self.best_pruned_ms,
-                "best_screened_ms": self.best_screened_ms, "screened_fallback": self.screened_fallback}
+                "best_screened_ms": self.best_screened_ms, "screened_fallback": self.screened_fallback,
+                "p_fastest_kept": self.p_fastest_kept, "p_fastest_in_table": self.p_fastest_in_table,
+                "contenders_dropped": self.n_contenders}
 
 
 def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:
@@ -299,6 +322,8 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
         space = dataclasses.replace(space, top_k=min(final_k, space.top_k))
     kept = with_ryoo_metrics(space, short.kept.sort_values("index").reset_index(drop=True))
     ranked = _rank(space, predict_configs(space, kept))
+    shown = kept["index"].isin(ranked["index"].head(top)).to_numpy()
+    p_kept, p_table = (np.nan, np.nan) if short.n_lost else shortlist_probabilities(kept, short.contenders, shown)
     front = mode != "none"
     filled = top_k is None and mode == "union" and space.n_top > 0
     res = RankResult(kernel=space.kernel_key, gpu=space.gpu_key, sizes=dict(space.sizes), table=ranked.head(top),
@@ -309,7 +334,9 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
                      top_k=space.n_top or None, fill=FILL if filled else None,
                      n_top_k=int(ranked["in_top_k"].sum()) if space.n_top else None,
                      n_pruned=short.n_dropped, best_pruned_ms=short.best_dropped_ms,
-                     best_screened_ms=np.nan if fallback else total.best_screened_ms, fixed=dict(us.fixed))
+                     best_screened_ms=np.nan if fallback else total.best_screened_ms, fixed=dict(us.fixed),
+                     p_fastest_kept=p_kept, p_fastest_in_table=p_table,
+                     n_contenders=len(short.contenders) + short.n_lost if short.contenders is not None else 0)
     notes = _notes(res, space)
     if fallback:
         notes.insert(0, f"every feasible configuration is memory-bound by the roofline ({total.n_screened}); "

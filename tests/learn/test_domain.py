@@ -18,7 +18,7 @@ def _train() -> pd.DataFrame:
 
 def test_domain_records_gpus_sizes_configs_and_regimes() -> None:
     d = training_domain(_train(), regimes=np.array([2.0, 2.0, 3.0]))
-    assert d == {"k": {"gpus": ["a", "b"], "sizes": {"size.N": [64.0, 256.0]},
+    assert d == {"k": {"gpus": ["a", "b"], "gpu_rows": {"a": 2, "b": 1}, "sizes": {"size.N": [64.0, 256.0]},
                        "configs": {"config.B": {"values": [32.0, 64.0, 128.0]}}, "regimes": [2.0, 3.0]}}
 
 
@@ -31,6 +31,7 @@ def test_each_reason_has_its_own_column() -> None:
     assert list(r.columns) == list(REASON_COLUMNS)
     assert list(r.ood_kernel) == [False, False, False, False, True, False]
     assert list(r.ood_gpu) == [False, False, True, False, False, False]
+    assert list(r.ood_few_runs) == [0] * 6  # 'b' has 1 run beside 'a''s 2: not under a tenth
     np.testing.assert_allclose(r.ood_size_factor, [1, 4, 1, 1, 1, 4])  # 1024 / 256; 64 / 16
     assert list(r.ood_config) == ["", "", "", "B=48", "", ""]
     assert list(r.ood_defaulted) == ["", "", "", "", "", "B"]
@@ -56,3 +57,13 @@ def test_a_long_config_list_is_stored_as_a_range_and_two_values_stay_a_set() -> 
     assert list(r.ood_config) == ["", "B=400"]
     two = training_domain(_rows(kernel=["k", "k"], gpu=["a", "a"], **{"config.B": [64.0, 256.0]}))
     assert list(out_of_domain(_rows(kernel=["k"], gpu=["a"], **{"config.B": [128.0]}), two).ood_config) == ["B=128"]
+
+
+def test_a_gpu_with_few_runs_beside_well_covered_ones_is_flagged_with_its_count() -> None:
+    train = _rows(kernel=["k"] * 104, gpu=["a"] * 50 + ["b"] * 50 + ["c"] * 4, **{"size.N": [64.0] * 104})
+    d = training_domain(train)
+    r = out_of_domain(_rows(kernel=["k"] * 4, gpu=["a", "b", "c", "z"], **{"size.N": [64.0] * 4}), d)
+    assert list(r.ood_few_runs) == [0, 0, 4, 0] and list(r.ood_gpu) == [False, False, False, True]
+    assert "GPU c trained with only 4 runs" in reason_text(r, pd.Series(["k"] * 4), pd.Series(["a", "b", "c", "z"]))[2]
+    legacy = {"k": {key: v for key, v in d["k"].items() if key != "gpu_rows"}}  # models trained before the counts
+    assert list(out_of_domain(_rows(kernel=["k"], gpu=["c"], **{"size.N": [64.0]}), legacy).ood_few_runs) == [0]

@@ -11,54 +11,86 @@ from hybridperf.learn.model import predict_rows, train_model
 
 
 def _reasons(n: int, **cols) -> pd.DataFrame:
-    base = {"ood_kernel": False, "ood_gpu": False, "ood_size_factor": 1.0, "ood_config": "", "ood_defaulted": "",
-            "ood_regime": False}
+    base = {"ood_kernel": False, "ood_gpu": False, "ood_few_runs": 0, "ood_size_factor": 1.0, "ood_config": "",
+            "ood_defaulted": "", "ood_regime": False}
     base.update(cols)
     return pd.DataFrame({c: np.broadcast_to(base[c], n) for c in REASON_COLUMNS})
 
 
+def _scores(scale: float, n: int = 300, seed: int = 0) -> np.ndarray:
+    return np.sort(np.abs(np.random.default_rng(seed).normal(0, scale, n)))
+
+
 def _intervals(**extra) -> ConformalIntervals:
-    rng = np.random.default_rng(0)
-    scores = {"interp": np.sort(np.abs(rng.normal(0, 0.05, 400))),
-              "shift:1": np.sort(np.abs(rng.normal(0, 0.1, 200))),
-              "shift:2": np.sort(np.abs(rng.normal(0, 0.2, 200))),
-              "gpu": np.sort(np.abs(rng.normal(0, 0.3, 200)))}
+    scores = {"seen|0": _scores(0.05), "seen|1": _scores(0.1, seed=1), "seen|2": _scores(0.2, seed=2),
+              "gpu|0": _scores(0.3, seed=3), "few|0": _scores(0.15, seed=4), "kernel|0": _scores(2.0, seed=5),
+              "seen|0|config": _scores(0.12, seed=6), "flag:regime": _scores(0.09, seed=7)}
     scores.update(extra)
-    return ConformalIntervals(scores=scores)
+    return ConformalIntervals(scores=scores, shift_ref={"seen|1": 0.5, "seen|2": 1.5})
 
 
-def test_base_quantile_is_the_conformal_quantile() -> None:
+def _hw(ci: ConformalIntervals, coverage: float = 0.9, kernel: str = "k", **reasons) -> float:
+    return float(ci.half_width(np.zeros((1, 1)), _reasons(1, **reasons), pd.Series([kernel]), coverage)[0])
+
+
+def test_base_quantile_is_the_conformal_quantile_and_a_kernel_bin_replaces_it() -> None:
+    ci = _intervals(**{"kernel:k2": _scores(0.01, seed=8)})
+    assert _hw(ci) == pytest.approx(conformal_half_width(ci.scores["seen|0"], 0.9))
+    assert _hw(ci, kernel="k2") == pytest.approx(conformal_half_width(ci.scores["kernel:k2"], 0.9))
+    small = _intervals(**{"kernel:k2": _scores(0.01, n=10)})  # under min_bin: not used
+    assert _hw(small, kernel="k2") == pytest.approx(_hw(small))
+
+
+def test_width_is_monotone_in_the_size_shift_and_grows_in_proportion_beyond_calibration() -> None:
     ci = _intervals()
-    hw = ci.half_width(np.zeros((1, 1)), _reasons(1), pd.Series(["k"]), 0.9)
-    assert hw[0] == pytest.approx(conformal_half_width(ci.scores["interp"], 0.9))
-
-
-def test_width_is_monotone_in_the_size_shift_and_extends_beyond_calibration() -> None:
-    ci = _intervals()
-    factors = np.array([1.0, 1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 64.0])
+    factors = np.array([1.0, 1.2, 1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 64.0])
     hw = ci.half_width(np.zeros((len(factors), 1)), _reasons(len(factors), ood_size_factor=factors),
                        pd.Series(["k"] * len(factors)), 0.9)
-    assert (np.diff(hw) >= -1e-12).all() and hw[-1] > hw[4] > hw[0]
+    assert (np.diff(hw) >= -1e-12).all() and hw[-1] > hw[5] > hw[0]
+    q2 = conformal_half_width(ci.scores["seen|2"], 0.9)
+    assert hw[3] == pytest.approx(conformal_half_width(ci.scores["seen|1"], 0.9))  # 2x: band 1
+    assert hw[5] == pytest.approx(q2)  # 4x: band 2
+    assert hw[-1] == pytest.approx(q2 * np.log2(64) / 1.5)  # beyond band 2: q x shift / its median shift
 
 
 def test_each_reason_widens_the_interval() -> None:
-    ci = _intervals(config=np.sort(np.abs(np.random.default_rng(1).normal(0, 0.15, 100))))
-    base = ci.half_width(np.zeros((1, 1)), _reasons(1), pd.Series(["k"]), 0.9)[0]
-    for col, value in [("ood_gpu", True), ("ood_config", "B=3"), ("ood_kernel", True), ("ood_defaulted", "B"),
-                       ("ood_regime", True)]:
-        hw = ci.half_width(np.zeros((1, 1)), _reasons(1, **{col: value}), pd.Series(["k"]), 0.9)[0]
-        assert hw > base, col
-    # Without calibration for a reason (no 'kernel' bin here), the widest calibrated bin is used.
-    hw = ci.half_width(np.zeros((1, 1)), _reasons(1, ood_kernel=True), pd.Series(["k"]), 0.9)[0]
-    assert hw == pytest.approx(max(conformal_half_width(s, 0.9) for s in ci.scores.values()))
+    ci = _intervals()
+    base = _hw(ci)
+    for col, value in [("ood_gpu", True), ("ood_few_runs", 50), ("ood_kernel", True), ("ood_config", "B=3"),
+                       ("ood_defaulted", "B"), ("ood_regime", True), ("ood_size_factor", 3.0)]:
+        assert _hw(ci, **{col: value}) > base, col
+    assert _hw(ci, ood_gpu=True) == pytest.approx(conformal_half_width(ci.scores["gpu|0"], 0.9))
+    assert _hw(ci, ood_few_runs=50) == pytest.approx(conformal_half_width(ci.scores["few|0"], 0.9))
+    # A flag with a bin of its own (config), with only the pooled bin (regime), with neither (defaulted: the
+    # widest bin, but never the far wider leave-kernel-out one).
+    assert _hw(ci, ood_config="B=3") == pytest.approx(conformal_half_width(ci.scores["seen|0|config"], 0.9))
+    assert _hw(ci, ood_regime=True) == pytest.approx(conformal_half_width(ci.scores["flag:regime"], 0.9))
+    widest = max(conformal_half_width(v, 0.9) for k, v in ci.scores.items() if not k.startswith("kernel"))
+    assert _hw(ci, ood_defaulted="B") == pytest.approx(widest)
 
 
-def test_round_trip() -> None:
+def test_intervals_are_nested_across_levels() -> None:
+    ci = _intervals()
+    factors = np.array([1.0, 3.0, 40.0, 1.0, 1.0])
+    r = _reasons(5, ood_size_factor=factors, ood_gpu=np.array([False, False, False, True, False]),
+                 ood_config=np.array(["", "B=3", "", "", "B=3"]))
+    levels = (0.5, 0.8, 0.9, 0.95)
+    hw = ci.half_widths(np.zeros((5, 1)), r, pd.Series(["k"] * 5), levels)
+    assert (np.diff(hw, axis=1) >= 0).all()
+    np.testing.assert_allclose(hw[:, 2], ci.half_width(np.zeros((5, 1)), r, pd.Series(["k"] * 5), 0.9))
+
+
+def test_round_trip_and_older_layouts_are_refused() -> None:
+    from hybridperf.learn.persist import ModelFileError
+
     ci = _intervals()
     back = ConformalIntervals.from_dict(ci.to_dict(), n_features=1)
     r = _reasons(3, ood_size_factor=np.array([1.0, 3.0, 9.0]), ood_gpu=np.array([False, True, False]))
     np.testing.assert_array_equal(back.half_width(np.zeros((3, 1)), r, pd.Series(["k"] * 3), 0.8),
                                   ci.half_width(np.zeros((3, 1)), r, pd.Series(["k"] * 3), 0.8))
+    old = {k: v for k, v in ci.to_dict().items() if k != "version"}
+    with pytest.raises(ModelFileError, match="older layout"):
+        ConformalIntervals.from_dict(old, n_features=1)
 
 
 def _synthetic_sweep(seed: int = 0) -> pd.DataFrame:
@@ -81,3 +113,12 @@ def test_coverage_holds_on_sizes_the_calibration_never_saw() -> None:
     assert (np.diff(width[np.argsort(test["size.N"].to_numpy())]) >= -1e-9).all()  # wider further out
     inside_rows = predict_rows(model, train.sample(40, random_state=0), coverage=0.9)
     assert np.median(np.log(inside_rows.hi_ms / inside_rows.lo_ms)) < np.median(width)
+
+
+def test_a_flag_beyond_its_own_bands_keeps_its_excess_over_the_main_curve() -> None:
+    ci = _intervals(**{"seen|1|config": _scores(0.3, seed=9)})
+    ci = ConformalIntervals(scores=ci.scores, shift_ref={"seen|1": 0.5, "seen|2": 1.5, "seen|1|config": 0.5})
+    q1c, q1 = conformal_half_width(ci.scores["seen|1|config"], 0.9), conformal_half_width(ci.scores["seen|1"], 0.9)
+    for factor in (6.0, 40.0):  # bands 3 and 4: beyond the flag's band 1 and the main curve's band 2
+        main = _hw(ci, ood_size_factor=factor)
+        assert _hw(ci, ood_size_factor=factor, ood_config="B=3") == pytest.approx(main * q1c / q1)

@@ -35,6 +35,7 @@ def test_default_is_the_union_and_json_reports_the_pruning(model_path, capsys) -
     stages = {r["stage"]: r for r in doc["counts"]}
     assert stages["pruned"]["configs"] == p["pruned"] and stages["pruned"]["best_ms"] == p["best_pruned_ms"]
     assert "on_front" in doc["table"][0] and "in_top_k" in doc["table"][0]
+    assert 0 < p["p_fastest_in_table"] <= p["p_fastest_kept"] <= 1 and p["contenders_dropped"] >= 0
 
 
 def test_prune_modes_and_alias(model_path, capsys) -> None:
@@ -52,6 +53,7 @@ def test_table_says_how_it_pruned(model_path, capsys) -> None:
     out = " ".join(capsys.readouterr().out.split())  # lines are wrapped to the terminal
     assert "prune: union (Pareto front over efficiency, utilization, time_ms, plus the model's 5 fastest" in out
     assert "model top-k (k=5)" in out and "pruned" in out and "best_ms" in out
+    assert "chance the fastest configuration is among the" in out
     assert main([*BASE]) == 0  # no model: the note says what was done instead
     assert "note: no model" in capsys.readouterr().out
 

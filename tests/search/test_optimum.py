@@ -1,0 +1,81 @@
+"""P(the fastest configuration is in the shortlist), against Monte-Carlo and brute-force references."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hybridperf.learn.model import predict_rows
+from hybridperf.search.optimum import LEVELS, probability_fastest_in, width_columns
+from hybridperf.search.rank import rank_configs
+
+from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
+
+
+def _sample_log_times(time_ms: np.ndarray, widths: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Draws of each configuration's log time by inverting the documented CDF of |log error|: the
+    levels at their widths, linear from 0, the last segment continued up to probability 1; random sign."""
+    c = np.asarray(LEVELS)
+    out = np.empty((draws, len(time_ms)))
+    for i, (t, w) in enumerate(zip(time_ms, widths)):
+        w = np.maximum.accumulate(w)
+        end = w[-1] + (w[-1] - w[-2]) * (1 - c[-1]) / (c[-1] - c[-2])
+        size = np.interp(rng.random(draws), np.r_[0.0, c, 1.0], np.r_[0.0, w, end])
+        out[:, i] = np.log(t) + np.where(rng.random(draws) < 0.5, -size, size)
+    return out
+
+
+def _monte_carlo(time_ms: np.ndarray, widths: np.ndarray, in_set: np.ndarray, draws: int = 40_000,
+                 seed: int = 0) -> float:
+    samples = _sample_log_times(time_ms, widths, draws, np.random.default_rng(seed))
+    return float(np.mean(in_set[np.argmin(samples, axis=1)]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_probability_matches_monte_carlo(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 40
+    time_ms = np.exp(rng.normal(0, 0.15, n))
+    # Each configuration's widths: a heavy-tailed profile scaled by its own difficulty.
+    profile = np.quantile(np.abs(rng.standard_t(3, 5000)), LEVELS) * 0.05
+    widths = profile[None, :] * np.exp(rng.normal(0, 0.5, n))[:, None]
+    in_set = time_ms <= np.sort(time_ms)[4]  # the five fastest predicted
+    p = probability_fastest_in(time_ms, widths, in_set)
+    ref = _monte_carlo(time_ms, widths, in_set)
+    assert 0.05 < ref < 0.999
+    assert p == pytest.approx(ref, abs=4 * np.sqrt(ref * (1 - ref) / 40_000) + 2e-3)
+
+
+def test_edge_cases() -> None:
+    w = np.tile(np.linspace(0.01, 0.1, len(LEVELS)), (3, 1))
+    t = np.array([1.0, 1.05, 10.0])
+    assert probability_fastest_in(t, w, np.array([True, True, True])) == 1.0
+    assert probability_fastest_in(t, w, np.array([False, False, False])) == 0.0
+    assert probability_fastest_in(t, w, np.array([False, False, True])) == 0.0  # 10x slower: never fastest
+    assert np.isnan(probability_fastest_in(t, np.where(w > 0.09, np.inf, w), np.array([True, False, False])))
+    # Two identical configurations: each is the fastest half of the time.
+    assert probability_fastest_in(t[:1].repeat(2), w[:2], np.array([True, False])) == pytest.approx(0.5, abs=2e-3)
+
+
+@pytest.mark.parametrize("top", [3])
+def test_rank_probability_matches_a_brute_force_pass_over_the_space(model, top: int) -> None:
+    res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=400, top=top, top_k=20)
+    again = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=100_000, top=top, top_k=20)
+    assert res.p_fastest_kept == again.p_fastest_kept and res.n_contenders == again.n_contenders  # chunking exact
+    assert 0 < res.p_fastest_in_table <= res.p_fastest_kept <= 1
+    everything = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=10**6)
+    pred = predict_rows(model, everything.rows(), levels=LEVELS)
+    time_ms, widths = pred["time_ms"].to_numpy(), pred[width_columns()].to_numpy()
+    index = everything.candidates["index"].to_numpy()
+    kept = np.isin(index, res.candidates["index"])
+    shown = np.isin(index, res.table["index"])
+    assert probability_fastest_in(time_ms, widths, kept) == pytest.approx(res.p_fastest_kept, abs=1e-9)
+    for in_set, p in ((kept, res.p_fastest_kept), (shown, res.p_fastest_in_table)):
+        ref = _monte_carlo(time_ms, widths, in_set, draws=20_000)
+        assert p == pytest.approx(ref, abs=4 * np.sqrt(max(ref * (1 - ref), 1e-3) / 20_000) + 3e-3)
+    pruning = res.pruning()
+    assert pruning["p_fastest_kept"] == res.p_fastest_kept and pruning["contenders_dropped"] == res.n_contenders
+
+
+def test_without_a_model_there_is_no_probability() -> None:
+    res = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL)
+    assert np.isnan(res.p_fastest_kept) and np.isnan(res.p_fastest_in_table) and res.n_contenders == 0

@@ -39,7 +39,9 @@ def test_suggest_with_a_model_skips_measured_rows(model, small_sweep) -> None:
     keys = list(cands.columns)
     assert sug.table[keys].merge(measured[keys]).empty
     assert {"time_ms", "lo_ms", "hi_ms", "p_fail", "why"} <= set(sug.table.columns)
-    assert sug.table["why"].str.startswith("thompson").sum() == 3 and sug.prior.startswith("model")
+    kinds = sug.table["why"].str.split(":").str[0]
+    assert (kinds.isin(["thompson", "local"])).sum() == 3 and kinds.eq("local").sum() >= 1
+    assert sug.prior.startswith("model")
     assert (sug.table["lo_ms"] < sug.table["time_ms"]).all() and (sug.table["time_ms"] < sug.table["hi_ms"]).all()
     assert sug.stop is not None and 0 <= sug.stop.p_better <= 1
     # Before the start is measured: the start batch (the prior's best and space-filling picks), no stop estimate.
@@ -122,7 +124,7 @@ def test_replay_trajectory_is_consistent(subspace) -> None:
         assert s["best_ms"].is_monotonic_decreasing and (s["fraction_of_optimum"] <= 1 + 1e-12).all()
         assert run.optimum_ms == pytest.approx(subspace["time_ms"].min())
         assert {"config.BX", "why", "p_better"} <= set(s.columns)
-    fitted = model_run.steps["why"].str.startswith(("thompson", "explore"))
+    fitted = model_run.steps["why"].str.startswith(("thompson", "local", "explore"))
     assert model_run.steps.loc[fitted, "p_better"].between(0, 1).all() and fitted.sum() >= 24 - 4
     again = replay(subspace, budget=24, seed=2, options=opts, prior="analytical", **KW)
     assert again.steps["index"].tolist() == model_run.steps["index"].tolist()  # reproducible

@@ -94,7 +94,8 @@ def _one_problem(cands: pd.DataFrame) -> None:
 def suggest_next(prior_source: TrainedModel | pd.DataFrame | None, candidates: pd.DataFrame | Any,
                  measured_sweep: pd.DataFrame | None = None, *, prior: str = "auto", budget: int | None = None,
                  batch: int | None = None, start: int | None = None, explore: float = 0.25, local: float = 0.5,
-                 members: int = 5, stop_probability: float = 0.05, stop_gain: float = 0.01, seed: int = 0) -> Suggestion:
+                 members: int = 5, stop_probability: float = 0.05, stop_gain: float = 0.01,
+                 seed: int = 0) -> Suggestion:
     """The next batch of configurations to measure, and whether measuring more is worth it.
 
     Parameters

@@ -92,9 +92,10 @@ def _run_all(jobs: Iterable[tuple[str, str, int, int, Callable[[], np.ndarray]]]
 
 
 PRIOR_NOTES = {
-    LOOP: "transfer: a booster learns each other GPU's log time relative to its median from the analytical features "
-          "(with the GPU datasheet fields), and a classifier their failed configurations (`replay_prior(sweep, pool, "
-          "'transfer')`: the cache's kernel on the other GPUs, up to 10,000 rows)",
+    LOOP: "transfer: the cache's kernel on the other GPUs (`replay_prior(sweep, pool, 'transfer')`): a configuration "
+          "they measured gets the mean of its log time relative to each GPU's median, and the share of them where it "
+          "failed; the others a booster's prediction from the analytical features (with the GPU datasheet fields, "
+          "up to 10,000 rows) and a classifier's failure chance",
     LOOP_ANALYTICAL: "analytical: the MWP-CWP model's log time, uncalibrated (the descriptor and GPU spec only)",
     LOOP_NONE: "none: no prior; the start is space-filling and the model learns from the runs alone",
 }

@@ -7,6 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hybridperf.errors import HybridperfError
+from hybridperf.search.acquisition import normal_quantile
 from hybridperf.search.prior import Prior
 
 __all__ = ["batch_size", "initial_design", "prior_ties", "start_size"]
@@ -79,8 +80,6 @@ def prior_ties(prior: Prior, candidates: npt.NDArray[np.int64], coverage: float 
     :func:`initial_design`); this returns None then."""
     if prior.log_sigma is None:
         return None
-    from hybridperf.search.acquisition import normal_quantile
-
     mu, s = prior.log_time[candidates], prior.log_sigma[candidates]
     ok = np.isfinite(mu) & np.isfinite(s)
     if not ok.any():

@@ -1,11 +1,4 @@
-"""Trust regions for the measure-next loop: the neighbourhoods of the fastest runs of distinct basins.
-
-Kernel Tuner's strongest strategies on recorded spaces are local and tabu searches: a configuration
-that differs from a fast one in a single parameter is often fast too. The loop keeps a share of each
-batch in such neighbourhoods (chosen there by the members' Thompson draws), which holds when the
-members are wrong about the space as a whole, and spreads the neighbourhoods over distinct basins
-(incumbents several parameters apart) so that one plateau cannot take every local pick.
-"""
+"""Trust regions for the measure-next loop: the neighbourhoods of the fastest runs of distinct basins."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,6 +7,12 @@ import numpy.typing as npt
 from hybridperf.arrays import FloatArray
 
 __all__ = ["hamming_neighbours", "niche_incumbents", "trust_regions"]
+
+# Kernel Tuner's strongest strategies on recorded spaces are local and tabu searches: a configuration that differs
+# from a fast one in a single parameter is often fast too. The loop keeps a share of each batch in such
+# neighbourhoods (chosen there by the members' Thompson draws), which holds when the members are wrong about the
+# space as a whole, and spreads them over distinct basins (incumbents several parameters apart) so that one plateau
+# cannot take every local pick.
 
 
 def _distance(coords: FloatArray, rows: npt.NDArray[np.int64], centre: int) -> npt.NDArray[np.int64]:

@@ -139,6 +139,30 @@ def measured_elsewhere(pool: FeaturePool, rows: pd.DataFrame) -> tuple[FloatArra
     return mean, fail
 
 
+def _booster_prior(pool: FeaturePool, rows: pd.DataFrame, want: npt.NDArray[np.int64], cfg: Mapping[str, Any],
+                   rounds: int) -> tuple[FloatArray, FloatArray | None, str]:
+    """For pool rows ``want``: a booster's relative log time learned on ``rows`` from the analytical features,
+    a classifier's failure chance (None if no row failed), and a note."""
+    import xgboost as xgb
+
+    feats = analytical_features(rows)
+    feasible = feats["feasible"].to_numpy() > 0
+    status = rows["status"].astype(str).to_numpy() if "status" in rows.columns else np.full(len(rows), "ok")
+    ok = feasible & (status == "ok") & (pd.to_numeric(rows["time_ms"], errors="coerce").to_numpy() > 0)
+    if ok.sum() < 10:
+        raise HybridperfError(f"the prior rows hold {int(ok.sum())} usable runs of kernel {rows['kernel'].iloc[0]} "
+                              "(status ok, feasible); at least 10 are needed for a transfer prior")
+    X = pool.design(feats)
+    b = xgb.train(dict(cfg), xgb.DMatrix(X[ok], label=_group_median_log(rows.loc[ok])), rounds)
+    failed = feasible & (status != "ok")
+    p_fail = None
+    if failed.any():
+        clf = xgb.train({**cfg, "objective": "binary:logistic", "max_depth": 4},
+                        xgb.DMatrix(X[feasible], label=failed[feasible].astype(np.float64)), rounds // 2)
+        p_fail = clf.inplace_predict(pool.X[want])
+    return b.inplace_predict(pool.X[want]), p_fail, f"a booster of {int(ok.sum())} runs ({int(failed.sum())} failed)"
+
+
 def transfer_prior(pool: FeaturePool, prior_rows: pd.DataFrame, *, seed: int = 0,
                    params: Mapping[str, Any] | None = None, rounds: int = PRIOR_ROUNDS,
                    max_rows: int = PRIOR_MAX_ROWS) -> Prior:
@@ -152,45 +176,30 @@ def transfer_prior(pool: FeaturePool, prior_rows: pd.DataFrame, *, seed: int = 0
     (which carry the GPU's datasheet fields), and a classifier's failure chance. Rows of kernels
     not in the pool are ignored.
     """
-    import xgboost as xgb
-
     kernels = set(pool.rows["kernel"].astype(str))
     every = prior_rows.loc[prior_rows["kernel"].astype(str).isin(kernels)].reset_index(drop=True)
     if every.empty:
         raise HybridperfError(f"the prior rows hold no run of kernel {sorted(kernels)[0]}; pass sweeps of the same "
                               "kernel (e.g. other GPUs) or choose another prior")
-    rows = every.sample(max_rows, random_state=seed).reset_index(drop=True) if len(every) > max_rows else every
-    feats = analytical_features(rows)
-    feasible = feats["feasible"].to_numpy() > 0
-    status = rows["status"].astype(str).to_numpy() if "status" in rows.columns else np.full(len(rows), "ok")
-    ok = feasible & (status == "ok") & (pd.to_numeric(rows["time_ms"], errors="coerce").to_numpy() > 0)
-    if ok.sum() < 10:
-        raise HybridperfError(f"the prior rows hold {int(ok.sum())} usable runs of kernel {sorted(kernels)[0]} "
-                              "(status ok, feasible); at least 10 are needed for a transfer prior")
-    X = pool.design(feats)
-    cfg = {**PRIOR_BOOSTER, **dict(params or {}), "seed": seed}
-    b = xgb.train(cfg, xgb.DMatrix(X[ok], label=_group_median_log(rows.loc[ok])), rounds)
-    log_time = np.full(len(pool.rows), np.nan)
-    idx = np.flatnonzero(pool.feasible)
-    log_time[idx] = b.inplace_predict(pool.X[idx])
     seen, seen_fail = measured_elsewhere(pool, every)
     same = pool.feasible & np.isfinite(seen)
-    log_time[same] = seen[same]
-    failed = feasible & (status != "ok")
-    p_fail = None
-    if failed.any() or np.nan_to_num(seen_fail).any():
-        p_fail = np.zeros(len(pool.rows))
-        if failed.any():
-            clf = xgb.train({**cfg, "objective": "binary:logistic", "max_depth": 4},
-                            xgb.DMatrix(X[feasible], label=failed[feasible].astype(np.float64)), rounds // 2)
-            p_fail[idx] = clf.inplace_predict(pool.X[idx])
-        known = pool.feasible & np.isfinite(seen_fail)
-        p_fail[known] = seen_fail[known]
+    log_time = np.where(same, seen, np.nan)
+    known = pool.feasible & np.isfinite(seen_fail)
+    p_fail = np.where(known, seen_fail, 0.0) if np.nan_to_num(seen_fail).any() else None
+    missing = np.flatnonzero(pool.feasible & ~same)
+    how = "all measured there"
+    if missing.size:
+        rows = every.sample(max_rows, random_state=seed).reset_index(drop=True) if len(every) > max_rows else every
+        cfg = {**PRIOR_BOOSTER, **dict(params or {}), "seed": seed}
+        log_time[missing], pf, booster = _booster_prior(pool, rows, missing, cfg, rounds)
+        if pf is not None:
+            p_fail = np.zeros(len(pool.rows)) if p_fail is None else p_fail
+            p_fail[missing] = np.where(known[missing], p_fail[missing], pf)
+        how = f"{int(same.sum())} measured there, the others from {booster}"
     gpus = sorted(every["gpu"].astype(str).unique())
     return Prior("transfer", _centred(log_time, pool.feasible), p_fail,
-                 f"transfer from {len(every)} rows on {', '.join(gpus)}: {int(same.sum())} of "
-                 f"{int(pool.feasible.sum())} configurations measured there, the others from a booster of "
-                 f"{int(ok.sum())} runs ({int(failed.sum())} failed rows)")
+                 f"transfer from {len(every)} rows on {', '.join(gpus)}: of {int(pool.feasible.sum())} "
+                 f"configurations, {how}")
 
 
 def make_prior(kind: str, pool: FeaturePool, *, prior_rows: pd.DataFrame | None = None,

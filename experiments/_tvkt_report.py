@@ -122,7 +122,10 @@ def decisions(done: dict[tuple, dict], optimum: dict[str, float]) -> pd.DataFram
 
 def calibration_table(dec: pd.DataFrame) -> pd.DataFrame:
     """Per loop and bin of the estimated P: decision points, mean estimate, observed frequency."""
-    bins = pd.cut(dec["p_better"], list(P_BINS), include_lowest=True, right=False)
+    edges = [*P_BINS[:-1], np.nextafter(P_BINS[-1], 2.0)]  # the last bin holds P = 1
+    labels = [f"[{a:g}, {b:g})" for a, b in zip(P_BINS[:-2], P_BINS[1:-1], strict=True)] + \
+        [f"[{P_BINS[-2]:g}, {P_BINS[-1]:g}]"]
+    bins = pd.cut(dec["p_better"], edges, right=False, labels=labels)
     g = dec.groupby([dec["method"].map(_short), bins], observed=True)
     out = pd.concat({"decisions": g.size(), "mean estimated P": g["p_better"].mean(),
                      "observed: a better one remained": g["better_remained"].mean()}, axis=1).reset_index()

@@ -10,7 +10,7 @@ from scipy.stats import spearmanr
 
 from hybridperf.errors import HybridperfError
 from hybridperf.search.ensemble import FeaturePool, fit_bag
-from hybridperf.search.loop import LoopOptions, failure_probability, next_batch, prior_offset
+from hybridperf.search.loop import LoopOptions, failure_probability, next_batch, prior_offset, prospective_error
 from hybridperf.search.prior import analytical_prior, make_prior, no_prior, transfer_prior
 from hybridperf.search.start import batch_size, initial_design, prior_ties, start_size
 
@@ -158,6 +158,19 @@ def test_bag_members_differ_and_know_their_error(pool) -> None:
     assert 0 < bag.sigma_oob < 1
     tiny = fit_bag(pool.varying[:2], np.array([0.0, 1.0]), np.zeros(2), members=3, seed=0)
     assert np.allclose(tiny.predict(pool.varying[:5], np.zeros(5)), 0.5)  # too few rows: their mean
+
+
+def test_the_stop_rule_checks_the_members_on_the_runs_they_did_not_see(pool) -> None:
+    idx = np.flatnonzero(pool.feasible)[::12][:30]
+    y = np.log(_times(pool)[idx])
+    keep = np.isfinite(y)
+    idx, y = idx[keep], y[keep]
+    opts = LoopOptions(members=3)
+    base = prospective_error(pool, no_prior(pool), idx, y, opts, seed=0, free=0.2, k=5)
+    off = y.copy()
+    off[-5:] += 2.0  # the last batch ran e^2 = 7.4x slower than anything like it: the members cannot know
+    assert prospective_error(pool, no_prior(pool), idx, off, opts, seed=0, free=0.2, k=5) > base + 1.0
+    assert prospective_error(pool, no_prior(pool), idx[:8], y[:8], opts, seed=0, free=0.2, k=5) == 0.0
 
 
 def test_next_batch_starts_then_fits(pool) -> None:

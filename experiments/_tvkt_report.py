@@ -122,7 +122,10 @@ def decisions(done: dict[tuple, dict], optimum: dict[str, float]) -> pd.DataFram
 
 def calibration_table(dec: pd.DataFrame) -> pd.DataFrame:
     """Per loop and bin of the estimated P: decision points, mean estimate, observed frequency."""
-    bins = pd.cut(dec["p_better"], list(P_BINS), include_lowest=True, right=False)
+    edges = [*P_BINS[:-1], np.nextafter(P_BINS[-1], 2.0)]  # the last bin holds P = 1
+    labels = [f"[{a:g}, {b:g})" for a, b in zip(P_BINS[:-2], P_BINS[1:-1], strict=True)] + \
+        [f"[{P_BINS[-2]:g}, {P_BINS[-1]:g}]"]
+    bins = pd.cut(dec["p_better"], edges, right=False, labels=labels)
     g = dec.groupby([dec["method"].map(_short), bins], observed=True)
     out = pd.concat({"decisions": g.size(), "mean estimated P": g["p_better"].mean(),
                      "observed: a better one remained": g["better_remained"].mean()}, axis=1).reset_index()
@@ -212,7 +215,7 @@ def _intro(df: pd.DataFrame, budgets: list[int], args: argparse.Namespace, wall_
     return lines
 
 
-def _overview(df: pd.DataFrame, budgets: list[int]) -> list[str]:
+def _overview(df: pd.DataFrame, budgets: list[int], reference: bool = True) -> list[str]:
     lines = ["## All caches pooled (median over cache x seed runs)\n"]
     overall = summary(df, budgets, ["method"])
     overall["method"] = overall["method"].map(_short)
@@ -222,7 +225,7 @@ def _overview(df: pd.DataFrame, budgets: list[int]) -> list[str]:
                  "reproduce to the third decimal with it, not with the pooled median).\n")
     per_cache = cache_medians(df)
     lines.append(md_table(per_cache.sort_values(f"@{budgets[-1]}", ascending=False), ".3f") + "\n")
-    if 30 in budgets and 50 in budgets:
+    if reference and 30 in budgets and 50 in budgets:
         lines.append("## Against issue 17's reference numbers (@30 / @50)\n")
         ref = []
         for m in [*[_short(x) for x in LOOPS], *ISSUE_17]:
@@ -260,6 +263,15 @@ def _targets(df: pd.DataFrame, budgets: list[int]) -> list[str]:
         med = d50.groupby("cache")["fraction_of_optimum"].median().median()
         lines.append(f"- @50, transfer prior: median over caches {med:.3f} (target >= 0.98), within 1% on "
                      f"{int(d50['within_1pct'].sum())} of {len(d50)} seed-runs (target >= 70 of 100)")
+        five = d50.loc[d50["seed"] < 5].groupby("cache")["within_1pct"].agg(["sum", "size"])
+        short = five.loc[five["sum"] < 4]
+        lines.append(f"- EVALUATION.md's loop target (within 1% in <= 50 runs on >= 4 of 5 seeds, seeds 0-4, on every "
+                     f"Kernel Tuner sweep): met on {len(five) - len(short)} of {len(five)} caches"
+                     + ("" if short.empty else "; not on " + ", ".join(f"{c} ({int(r['sum'])} of {int(r['size'])})"
+                                                                        for c, r in short.iterrows())))
+    lines.append("\nWhy a cache stays below: `experiments/results/loop_shortfall.md` (how many configurations lie "
+                 "within 1% / 5% / 15% of the optimum, the repeats' noise, how isolated the optimum is, and where "
+                 "the transfer prior ranks it).\n")
     lines.append("\n" + md_table(tr, ".3f") + "\n")
     return lines
 
@@ -305,7 +317,8 @@ def report(df: pd.DataFrame, dec: pd.DataFrame, budgets: list[int], args: argpar
            wall_s: float, kt_version: str | None, stem: str, priors: dict[str, str]) -> str:
     """The markdown report: set-up, overall tables, targets, stop-rule calibration, per-cache tables, checks."""
     lines = _intro(df, budgets, args, wall_s, kt_version, priors)
-    lines += _overview(df, budgets) + _targets(df, budgets) + _calibration(dec, df) + _per_cache(df, budgets, stem)
+    lines += _overview(df, budgets, reference=not getattr(args, "held_out", False)) + _targets(df, budgets)
+    lines += _calibration(dec, df) + _per_cache(df, budgets, stem)
     lines.append("## Checks\n")
     lines += [f"- {n}" for n in notes]
     if args.check_prefix and not any("differ from" in n for n in notes):

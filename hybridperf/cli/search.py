@@ -104,7 +104,8 @@ def cmd_rank(args: argparse.Namespace) -> int:
 
 
 def _loop_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    return {"batch": args.batch, "start": args.start, "explore": args.explore, "members": args.members,
+    return {"batch": args.batch, "start": args.start, "explore": args.explore, "local": args.local,
+            "members": args.members,
             "stop_probability": args.stop_probability, "stop_gain": args.stop_gain}
 
 
@@ -217,6 +218,8 @@ def _loop_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--start", type=t.count(1_000_000, 0),
                    help="configurations before the first fit (default: ~12%% of the budget)")
     s.add_argument("--explore", type=t.share, default=0.25, help="share of each batch chosen by expected improvement")
+    s.add_argument("--local", type=t.share, default=0.5,
+                   help="share of the other picks taken next to the fastest runs (one parameter changed)")
     s.add_argument("--members", type=t.count(64), default=5, help="bagged boosters (Thompson sampling draws from them)")
     s.add_argument("--stop-probability", type=t.probability, default=0.05,
                    help="stop when P(a configuration more than --stop-gain faster remains) is below this")

@@ -1,6 +1,7 @@
 """Acquisition for the measure-next loop: expected improvement, Thompson sampling and the stop rule."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,19 +89,33 @@ def stop_rule(surfaces: npt.ArrayLike, noise: float, best_ms: float, *, gain: fl
     return StopDecision(False, p, eg, f"{what} >= {probability:.0%}: measure on")
 
 
-def select_batch(surfaces: npt.ArrayLike, noise: float, best_ms: float, *, batch: int = 8, explore: float = 0.25,
-                 p_fail: npt.ArrayLike | None = None, seed: int = 0) -> tuple[npt.NDArray[np.int64], list[str]]:
-    """Positions of the next batch: Thompson samples over the members, then expected improvement.
+def _thompson(S: FloatArray, member: int, noise: float, allowed: npt.NDArray[np.bool_],
+              rng: np.random.Generator) -> int:
+    """The fastest allowed candidate on member ``member``'s surface plus independent noise."""
+    score = S[member] + max(noise, 1e-6) * rng.standard_normal(S.shape[1])
+    score[~allowed] = np.inf
+    return int(np.argmin(score))
 
-    ``batch - round(explore * batch)`` picks are Thompson samples: each draws a member (cycled in
-    a random order) plus independent noise of scale ``noise`` and takes its fastest unpicked
-    candidate, so the batch spreads over the configurations some plausible surface calls best.
-    The rest maximise expected improvement over ``best_ms`` (mean and spread over the members,
-    with ``noise`` added), times the chance of running (1 - ``p_fail``). Candidates with
-    ``p_fail`` > 0.5 or NaN predictions (infeasible) are never picked.
+
+def select_batch(surfaces: npt.ArrayLike, noise: float, best_ms: float, *, batch: int = 8, explore: float = 0.25,
+                 local: float = 0.0, regions: Sequence[npt.ArrayLike] = (), rotation: int = 0,
+                 p_fail: npt.ArrayLike | None = None, seed: int = 0) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Positions of the next batch: local and global Thompson samples over the members, then expected improvement.
+
+    Of ``n = batch - round(explore * batch)`` Thompson samples (each draws a member, cycled in a
+    random order, plus independent noise of scale ``noise``, and takes its fastest unpicked
+    candidate), ``round(local * n)`` are restricted to one of the trust ``regions`` (candidate
+    positions, e.g. the neighbourhoods of the fastest runs, :mod:`hybridperf.search.local`), the
+    regions taken in turn from ``rotation`` on and skipped once exhausted: the batch exploits the
+    neighbourhoods of what ran well, where the members are least likely to be wrong by much, and
+    spreads the rest over the configurations some plausible surface calls best. The
+    ``round(explore * batch)`` others maximise expected improvement over ``best_ms`` (mean and
+    spread over the members, with ``noise`` added), times the chance of running (1 - ``p_fail``).
+    Candidates with ``p_fail`` > 0.5 or NaN predictions (infeasible) are never picked.
     """
-    if batch < 1 or not 0.0 <= explore <= 1.0:
-        raise HybridperfError(f"batch must be >= 1 and explore in [0, 1]; got batch={batch}, explore={explore}")
+    if batch < 1 or not 0.0 <= explore <= 1.0 or not 0.0 <= local <= 1.0:
+        raise HybridperfError(f"batch must be >= 1 and explore, local in [0, 1]; got batch={batch}, "
+                              f"explore={explore}, local={local}")
     S = np.atleast_2d(np.asarray(surfaces, dtype=np.float64))
     pf = np.zeros(S.shape[1]) if p_fail is None else np.asarray(p_fail, dtype=np.float64)
     usable = np.all(np.isfinite(S), axis=0) & (pf <= 0.5)
@@ -111,13 +126,20 @@ def select_batch(surfaces: npt.ArrayLike, noise: float, best_ms: float, *, batch
     chosen: list[int] = []
     why: list[str] = []
     order = rng.permutation(S.shape[0])
+    masks = []
+    for r in regions:
+        m = np.zeros(S.shape[1], dtype=bool)
+        m[np.asarray(r, dtype=np.int64)] = True
+        masks.append(m)
+    n_local = round(local * (n - n_explore)) if masks else 0
     for j in range(n - n_explore):
-        score = S[order[j % len(order)]] + max(noise, 1e-6) * rng.standard_normal(S.shape[1])
-        score[taken] = np.inf
-        pick = int(np.argmin(score))
+        live = [m & ~taken for m in masks if (m & ~taken).any()] if j < n_local else []
+        allowed = live[(j + rotation) % len(live)] if live else ~taken
+        pick = _thompson(S, order[j % len(order)], noise, allowed, rng)
         chosen.append(pick)
         taken[pick] = True
-        why.append("thompson: fastest on a sampled surface")
+        why.append("local: fastest neighbour of a fast run on a sampled surface" if live else
+                   "thompson: fastest on a sampled surface")
     if n_explore:
         mu = S.mean(axis=0)
         sd = np.sqrt(S.var(axis=0) + noise**2)

@@ -92,8 +92,9 @@ def _one_problem(cands: pd.DataFrame) -> None:
 
 def suggest_next(prior_source: TrainedModel | pd.DataFrame | None, candidates: pd.DataFrame | Any,
                  measured_sweep: pd.DataFrame | None = None, *, prior: str = "auto", budget: int | None = None,
-                 batch: int | None = None, start: int | None = None, explore: float = 0.25, members: int = 5,
-                 stop_probability: float = 0.05, stop_gain: float = 0.01, seed: int = 0) -> Suggestion:
+                 batch: int | None = None, start: int | None = None, explore: float = 0.25, local: float = 0.5,
+                 members: int = 5, stop_probability: float = 0.05, stop_gain: float = 0.01,
+                 seed: int = 0) -> Suggestion:
     """The next batch of configurations to measure, and whether measuring more is worth it.
 
     Parameters
@@ -107,7 +108,7 @@ def suggest_next(prior_source: TrainedModel | pd.DataFrame | None, candidates: p
     prior : one of :data:`hybridperf.search.prior.PRIORS` (``auto``: transfer from a sweep,
         else the model, else the analytical model).
     budget : measurements you plan in all (scales the start and the batch; None: 8 and 8).
-    batch, start, explore, members, stop_probability, stop_gain : see :class:`LoopOptions`.
+    batch, start, explore, local, members, stop_probability, stop_gain : see :class:`LoopOptions`.
     seed : random seed (Thompson draws, tie-breaks).
     """
     if hasattr(candidates, "rows") and callable(candidates.rows):
@@ -116,7 +117,7 @@ def suggest_next(prior_source: TrainedModel | pd.DataFrame | None, candidates: p
         raise HybridperfError("candidates must be a non-empty DataFrame of sweep rows (or a RankResult)")
     cands = candidates.reset_index(drop=True)
     _one_problem(cands)
-    options = LoopOptions(batch=batch, start=start, explore=explore, members=members,
+    options = LoopOptions(batch=batch, start=start, explore=explore, local=local, members=members,
                           stop_probability=stop_probability, stop_gain=stop_gain)
     pool = FeaturePool.of(cands)
     model = prior_source if isinstance(prior_source, TrainedModel) else None

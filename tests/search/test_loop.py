@@ -1,6 +1,8 @@
 """The loop's parts: start size and design, priors, the failure classifier, and one step."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,9 +10,9 @@ from scipy.stats import spearmanr
 
 from hybridperf.errors import HybridperfError
 from hybridperf.search.ensemble import FeaturePool, fit_bag
-from hybridperf.search.loop import LoopOptions, failure_probability, next_batch, prior_offset
+from hybridperf.search.loop import LoopOptions, failure_probability, next_batch, prior_offset, prospective_error
 from hybridperf.search.prior import analytical_prior, make_prior, no_prior, transfer_prior
-from hybridperf.search.start import batch_size, initial_design, start_size
+from hybridperf.search.start import batch_size, initial_design, prior_ties, start_size
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +52,12 @@ def test_pool_drops_constant_columns_and_maps_parameters_to_grid_coordinates(poo
 def test_initial_design_takes_the_priors_best_then_fills_space(pool) -> None:
     cand = np.flatnonzero(pool.feasible)
     prior = analytical_prior(pool)
-    picks = initial_design(pool.coords, prior, cand, 8, seed=0)
-    assert len(set(picks)) == 8 and set(picks) <= set(cand)
+    picks, why = initial_design(pool.coords, prior, cand, 8, seed=0)
+    assert len(set(picks)) == 8 and set(picks) <= set(cand) and len(why) == 8 and "exploit" in why[0]
     fourth = np.sort(prior.log_time[cand])[3]
     assert (prior.log_time[picks] <= fourth).sum() >= 4  # the prior's best four (ties broken at random)
     # Without a prior: farthest-point picks are more spread than random ones.
-    spread = initial_design(pool.coords, no_prior(pool), cand, 8, seed=0)
+    spread, _ = initial_design(pool.coords, no_prior(pool), cand, 8, seed=0)
 
     def min_dist(ix: np.ndarray) -> float:
         c = pool.coords[ix]
@@ -64,6 +66,24 @@ def test_initial_design_takes_the_priors_best_then_fills_space(pool) -> None:
     rng = np.random.default_rng(0)
     randoms = [min_dist(rng.choice(cand, 8, replace=False)) for _ in range(20)]
     assert min_dist(spread) > np.median(randoms)
+
+
+def test_the_priors_intervals_decide_between_its_best_and_exploring(pool) -> None:
+    cand = np.flatnonzero(pool.feasible)
+    base = analytical_prior(pool)
+    base = replace(base, log_time=base.log_time + 1e-9 * np.arange(len(pool.rows)))  # no exact ties
+    order = cand[np.argsort(base.log_time[cand], kind="stable")]
+    sure = replace(base, log_sigma=np.full(len(pool.rows), 1e-12))  # every interval clear of the others
+    unsure = replace(base, log_sigma=np.full(len(pool.rows), 50.0))  # every interval overlaps the best's
+    assert list(prior_ties(sure, cand)) == [order[0]] and prior_ties(unsure, cand).size == cand.size
+    assert prior_ties(base, cand) is None  # no intervals: the prior's best 5% stand in
+    rank = {int(r): i for i, r in enumerate(order)}
+    exploit, why = initial_design(pool.coords, sure, cand, 8, seed=0)
+    assert sorted(rank[int(p)] for p in exploit[:4]) == [0, 1, 2, 3] and "draw" in why[0]
+    # Wide intervals: the four draws spread over the rows (expected rank ~ half the space), the rest too.
+    explore, why = initial_design(pool.coords, unsure, cand, 8, seed=0)
+    assert np.median([rank[int(p)] for p in explore[:4]]) > 0.1 * cand.size
+    assert any("overlaps" in w for w in why)
 
 
 def test_transfer_prior_carries_the_shape_and_the_failures(small_sweep, pool) -> None:
@@ -84,6 +104,26 @@ def test_transfer_prior_carries_the_shape_and_the_failures(small_sweep, pool) ->
         make_prior("magic", pool)
     assert make_prior("auto", pool).name == "analytical" and make_prior("auto", pool, prior_rows=other).name == \
         "transfer"
+
+
+def test_transfer_prior_reads_the_same_configurations_measured_elsewhere(pool) -> None:
+    rows = pool.rows
+    a = rows.assign(gpu="a100-pcie-40gb", time_ms=rows["time_ms"] * 3.0)  # another GPU: 3x slower, same shape
+    b = rows.assign(gpu="rtx-a4000", time_ms=rows["time_ms"] * np.exp(0.2 * rows["config.U"]))  # U costs there
+    fail = rows.index[rows["status"].eq("ok")][:5]
+    b.loc[fail, ["time_ms", "status"]] = [np.nan, "failed"]
+    b = b.drop(columns="config.PAD")  # a sweep that did not vary PAD: empty = the descriptor's default (0)
+    prior = transfer_prior(pool, pd.concat([a, b], ignore_index=True), seed=0)
+    # Independent expectation: per sweep, log time minus its median; per configuration, the mean over sweeps.
+    def rel(df: pd.DataFrame) -> pd.Series:
+        lt = np.log(df["time_ms"].where(df["status"].eq("ok")))
+        return lt - lt.median()
+    expect = pd.concat([rel(a), rel(b)], axis=1).mean(axis=1).to_numpy()
+    ok = pool.feasible & np.isfinite(expect)
+    got = prior.log_time[ok] - np.median(prior.log_time[ok])
+    assert np.allclose(got, expect[ok] - np.median(expect[ok]), atol=1e-9)
+    assert np.allclose(prior.p_fail[fail], 0.5) and prior.p_fail[pool.feasible].sum() == pytest.approx(2.5)
+    assert "measured there" in prior.note
 
 
 def test_prior_scale_is_fitted_and_shrunk(pool) -> None:
@@ -118,6 +158,19 @@ def test_bag_members_differ_and_know_their_error(pool) -> None:
     assert 0 < bag.sigma_oob < 1
     tiny = fit_bag(pool.varying[:2], np.array([0.0, 1.0]), np.zeros(2), members=3, seed=0)
     assert np.allclose(tiny.predict(pool.varying[:5], np.zeros(5)), 0.5)  # too few rows: their mean
+
+
+def test_the_stop_rule_checks_the_members_on_the_runs_they_did_not_see(pool) -> None:
+    idx = np.flatnonzero(pool.feasible)[::12][:30]
+    y = np.log(_times(pool)[idx])
+    keep = np.isfinite(y)
+    idx, y = idx[keep], y[keep]
+    opts = LoopOptions(members=3)
+    base = prospective_error(pool, no_prior(pool), idx, y, opts, seed=0, free=0.2, k=5)
+    off = y.copy()
+    off[-5:] += 2.0  # the last batch ran e^2 = 7.4x slower than anything like it: the members cannot know
+    assert prospective_error(pool, no_prior(pool), idx, off, opts, seed=0, free=0.2, k=5) > base + 1.0
+    assert prospective_error(pool, no_prior(pool), idx[:8], y[:8], opts, seed=0, free=0.2, k=5) == 0.0
 
 
 def test_next_batch_starts_then_fits(pool) -> None:

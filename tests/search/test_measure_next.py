@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -9,6 +10,7 @@ import pytest
 
 from hybridperf.errors import HybridperfError
 from hybridperf.learn.model import predict_rows
+from hybridperf.search.acquisition import normal_quantile
 from hybridperf.search.ensemble import FeaturePool, log_predict
 from hybridperf.search.loop import LoopOptions
 from hybridperf.search.measure_next import (
@@ -20,7 +22,9 @@ from hybridperf.search.measure_next import (
     update,
     write_picks,
 )
+from hybridperf.search.prior import model_prior
 from hybridperf.search.rank import rank_configs
+from hybridperf.search.start import initial_design
 
 from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
 
@@ -39,12 +43,33 @@ def test_suggest_with_a_model_skips_measured_rows(model, small_sweep) -> None:
     keys = list(cands.columns)
     assert sug.table[keys].merge(measured[keys]).empty
     assert {"time_ms", "lo_ms", "hi_ms", "p_fail", "why"} <= set(sug.table.columns)
-    assert sug.table["why"].str.startswith("thompson").sum() == 3 and sug.prior.startswith("model")
+    kinds = sug.table["why"].str.split(":").str[0]
+    assert (kinds.isin(["thompson", "local"])).sum() == 3 and kinds.eq("local").sum() >= 1
+    assert sug.prior.startswith("model")
     assert (sug.table["lo_ms"] < sug.table["time_ms"]).all() and (sug.table["time_ms"] < sug.table["hi_ms"]).all()
     assert sug.stop is not None and 0 <= sug.stop.p_better <= 1
     # Before the start is measured: the start batch (the prior's best and space-filling picks), no stop estimate.
     first = suggest_next(model, res, None, budget=30)
     assert first.stop is None and len(first.table) == 4 and first.table["why"].str.startswith("start").all()
+
+
+def test_suggest_takes_the_models_intervals_to_choose_between_its_best_and_exploring(model, small_sweep) -> None:
+    cands = small_sweep[small_sweep["status"] == "ok"].drop(columns=["time_ms", "status", "reason"]).head(300)
+    pool = FeaturePool.of(cands)
+    prior = model_prior(pool, model)
+    pred = predict_rows(model, cands, 0.9)
+    expect = np.log(pred["hi_ms"] / pred["lo_ms"]).to_numpy() / (2 * normal_quantile(0.9))
+    assert np.allclose(prior.log_sigma[pool.feasible], expect[pool.feasible], rtol=1e-6)
+    sug = suggest_next(model, cands, None, budget=60, seed=0)  # start of 7: 4 draws from the intervals
+    assert sug.table["why"].str.contains("draw from the prior's intervals").sum() == 4
+    # The draws are the predicted best where the intervals are narrow, spread where they are wide.
+    rank = pd.Series(prior.log_time).rank(method="first").to_numpy()
+    picks = {}
+    for scale in (1e-6, 1e3):
+        wide = replace(prior, log_sigma=prior.log_sigma * scale)
+        pos, _ = initial_design(pool.coords, wide, np.flatnonzero(pool.feasible), 8, seed=0)
+        picks[scale] = sorted(rank[pos[:4]])
+    assert picks[1e-6] == [1, 2, 3, 4] and np.median(picks[1e3]) > 20
 
 
 def test_suggest_with_old_sweeps_uses_a_transfer_prior(small_sweep) -> None:
@@ -124,7 +149,7 @@ def test_replay_trajectory_is_consistent(subspace) -> None:
         assert s["best_ms"].is_monotonic_decreasing and (s["fraction_of_optimum"] <= 1 + 1e-12).all()
         assert run.optimum_ms == pytest.approx(subspace["time_ms"].min())
         assert {"config.BX", "why", "p_better"} <= set(s.columns)
-    fitted = model_run.steps["why"].str.startswith(("thompson", "explore"))
+    fitted = model_run.steps["why"].str.startswith(("thompson", "local", "explore"))
     assert model_run.steps.loc[fitted, "p_better"].between(0, 1).all() and fitted.sum() >= 24 - 4
     again = replay(subspace, budget=24, seed=2, options=opts, prior="analytical", **KW)
     assert again.steps["index"].tolist() == model_run.steps["index"].tolist()  # reproducible

@@ -24,7 +24,8 @@ from hybridperf.learn.features import analytical_features
 
 COMMAND = ".venv/bin/python experiments/kt_analytical_rank.py"
 DATASETS = ("kt-convolution", "kt-dedispersion", "kt-gemm-rtx", "ktt-coulomb", "kt-hotspot", "kt-expdist", "kt-pnpoly")
-MODELS = {"mwp-cwp": "log_mwp_cwp_ms", "gpuperf": "log_gpuperf_ms", "roofline": "log_roofline_ms",
+MODELS = {"hierarchical": "log_hierarchical_ms", "mwp-cwp": "log_mwp_cwp_ms", "gpuperf": "log_gpuperf_ms",
+          "roofline": "log_roofline_ms",
           "scaled-counts": "log_scaled_counts_ms"}
 REGISTER_COUNTERS = ("counter.num_regs", "counter.registers")
 

@@ -14,6 +14,7 @@ from hybridperf.tomlfile import load_folder, read_document
 
 __all__ = [
     "MODEL_KEYS",
+    "OPTIONAL_MODEL_KEYS",
     "SPEC_KEYS",
     "CCLimits",
     "GPUSpec",
@@ -95,6 +96,17 @@ MODEL_KEYS = (
     "fp_latency_cycles", "avg_inst_latency_cycles", "issue_cycles", "l1_hit_latency_cycles",
     "l2_hit_latency_cycles", "smem_latency_cycles", "sync_gamma", "transaction_bytes",
 )
+# Machine parameters of the hierarchical roofline (analytical/hierarchy.py) that older spec files do not
+# give: each defaults (and says so in ``sources``) where a file leaves it out; see docs/gpu-spec-format.md.
+OPTIONAL_MODEL_KEYS = (
+    "l2_bandwidth_gbs", "smem_bytes_per_cycle_per_sm", "l1_bytes_per_cycle_per_sm", "issue_per_cycle_per_sm",
+    "launch_overhead_us",
+)
+# Measured L2-to-DRAM bandwidth ratios (gpu-benches gpu-l2-cache / gpu-stream: A100 80GB 5482/1731 = 3.2,
+# H100 PCIe 7758/2000 = 3.9, H200 13527/4800 = 2.8, L40 5332/864 = 6.2; Jia et al. 2018: V100 2156/900 = 2.4):
+# 3 is about their median, the default for specs without a measured L2 bandwidth.
+L2_TO_DRAM_BANDWIDTH = 3.0
+DEFAULT_LAUNCH_OVERHEAD_US = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +142,18 @@ class GPUSpec:
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     path: str = ""
     sha256: str = ""
+    l2_bandwidth_gbs: float | None = None
+    smem_bytes_per_cycle_per_sm: float | None = None
+    l1_bytes_per_cycle_per_sm: float | None = None
+    issue_per_cycle_per_sm: float | None = None
+    launch_overhead_us: float | None = None
 
     def __post_init__(self) -> None:
-        for key in SPEC_KEYS + MODEL_KEYS:
+        for key, (value, why) in _optional_defaults(self).items():
+            if getattr(self, key) is None:  # frozen: fill the default once, and say where it came from
+                object.__setattr__(self, key, value)
+                self.sources.setdefault(f"model.{key}", f"default: {why}")
+        for key in SPEC_KEYS + MODEL_KEYS + OPTIONAL_MODEL_KEYS:
             v = getattr(self, key)
             if not _in_range(v, MAX_SPEC_VALUE) or not v > 0:
                 raise SpecError(f"{self.path or self.name}: {key} must be a positive finite number up to "
@@ -163,6 +184,33 @@ class GPUSpec:
     def replace(self, **changes: Any) -> GPUSpec:
         """Return a copy with some machine parameters changed (e.g. after calibration)."""
         return dataclasses.replace(self, **changes)
+
+
+def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float, str]]:
+    """The value each optional machine parameter takes when a spec leaves it out, and why."""
+    kepler = gpu.compute_capability.startswith("3.")
+    bank_bytes = 8 if kepler else 4
+    return {
+        "l2_bandwidth_gbs": (L2_TO_DRAM_BANDWIDTH * gpu.dram_bandwidth_gbs,
+                             f"{L2_TO_DRAM_BANDWIDTH:g} x dram_bandwidth_gbs, about the median measured L2/DRAM "
+                             "bandwidth ratio (gpu-benches: A100 3.2, H100 PCIe 3.9, H200 2.8, L40 6.2; Jia et al. "
+                             "2018: V100 2.4)"),
+        "smem_bytes_per_cycle_per_sm": (32.0 * bank_bytes,
+                                        f"32 banks x {bank_bytes} B per cycle (CUDA C++ Programming Guide, shared "
+                                        f"memory of compute capability {'3.x: 64-bit' if kepler else '>= 5.x: 32-bit'}"
+                                        " banks)"),
+        "l1_bytes_per_cycle_per_sm": (32.0 * bank_bytes,
+                                      "equal to the shared-memory bandwidth: L1 and shared memory are one SRAM "
+                                      "array (Kepler, Volta and later; NVIDIA architecture whitepapers)"),
+        "issue_per_cycle_per_sm": (gpu.fp32_lanes_per_sm / gpu.limits.warp_size,
+                                   "FP32 lanes / warp size: every warp instruction at the FP32 pipe's rate, the "
+                                   "issue assumption of MWP-CWP's issue_cycles (seed 002's 4 cycles = 32 lanes / 8 "
+                                   "SPs) and of the issue floor the property tests hold every model to"),
+        "launch_overhead_us": (DEFAULT_LAUNCH_OVERHEAD_US,
+                               "a few microseconds from launch to completion of an empty kernel on recent NVIDIA "
+                               "GPUs (gpu-benches gpu-small-kernels); timings taken through a framework add more, "
+                               "which calibration absorbs"),
+    }
 
 
 @functools.cache
@@ -241,7 +289,10 @@ def _parse_gpu(path: Path) -> GPUSpec:
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise SpecError(f"{path}: aliases must be a list of strings")
     spec, s1 = _values(path, doc, "spec", SPEC_KEYS, required=True)
-    model, s2 = _values(path, doc, "model", MODEL_KEYS, required=True)
+    model, s2 = _values(path, doc, "model", MODEL_KEYS + OPTIONAL_MODEL_KEYS, required=False)
+    missing = [k for k in MODEL_KEYS if k not in model]
+    if missing:
+        raise SpecError(f"{path}: missing model.{missing[0]}; add {missing[0]} = {{ value = ..., source = \"...\" }}")
     try:
         base = load_cc_limits(cc)
     except SpecError as exc:

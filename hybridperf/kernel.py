@@ -63,6 +63,7 @@ class KernelDescriptor:
     launch: Mapping[str, Formula]
     counts: Mapping[str, Formula]
     constraints: tuple[Formula, ...] = ()
+    derived: tuple[tuple[str, Formula], ...] = ()
     aliases: tuple[str, ...] = ()
     matches: tuple[str, ...] = ()
     description: str = ""
@@ -124,9 +125,16 @@ class KernelDescriptor:
             out[name] = arr
         return out
 
+    def environment(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters (:meth:`resolve`) and the ``[derived]`` quantities, each computed from those before it."""
+        env: dict[str, Any] = dict(self.resolve(values))
+        for name, f in self.derived:
+            env[name] = f(env)
+        return env
+
     def constraint_mask(self, values: Mapping[str, Any]) -> tuple[npt.NDArray[np.bool_], list[str]]:
         """Which rows satisfy every ``[space] constraints`` formula, and, per row, the first one broken."""
-        env = self.resolve(values)
+        env = self.environment(values)
         shape = np.broadcast_shapes(*(a.shape for a in env.values())) if env else ()
         ok = np.ones(shape or (1,), dtype=bool)
         reasons = np.full(ok.shape, "", dtype=object)
@@ -138,7 +146,7 @@ class KernelDescriptor:
 
     def profile(self, values: Mapping[str, Any]) -> KernelProfile:
         """Evaluate launch and count formulas for scalar or array parameter values."""
-        env: dict[str, Any] = dict(self.resolve(values))
+        env = self.environment(values)
         for key in LAUNCH_KEYS + REQUIRED_COUNTS:
             env[key] = self._formula(key)(env)
         for key, default in OPTIONAL_COUNTS.items():
@@ -202,7 +210,7 @@ class KernelDescriptor:
 # Loading
 
 _TOP_KEYS = {"format_version", "name", "aliases", "matches", "description", "source", "sizes", "config", "space",
-             "launch", "counts", "notes"}
+             "derived", "launch", "counts", "notes"}
 _PARAM_KEYS = {"default", "values", "min", "max", "description"}
 
 
@@ -276,6 +284,23 @@ def _formulas(path: Path, doc: dict[str, Any], allowed: set[str]) -> tuple[dict[
     return launch, counts
 
 
+def _derived(path: Path, doc: dict[str, Any], params: set[str]) -> tuple[tuple[str, Formula], ...]:
+    """The ``[derived]`` formulas, in file order: named intermediate quantities over the parameters and the
+    derived quantities above them, usable by the constraints, launch and count formulas."""
+    table = doc.get("derived", {})
+    if not isinstance(table, dict):
+        raise DescriptorError(f"{path}: [derived] must be a table of named formulas")
+    allowed = set(params)
+    out = []
+    for name, text in table.items():
+        if not name.isidentifier() or name in params or name in PROFILE_FIELDS:
+            raise DescriptorError(f"{path}: [derived] name {name!r} must be an identifier that is not a parameter, "
+                                  "launch key or count")
+        out.append((name, compile_formula(text, where=f"{path} [derived].{name}", allowed=allowed)))
+        allowed.add(name)
+    return tuple(out)
+
+
 def _constraints(path: Path, doc: dict[str, Any], allowed: set[str]) -> tuple[Formula, ...]:
     space = doc.get("space", {})
     if not isinstance(space, dict) or set(space) - {"constraints"}:
@@ -314,10 +339,12 @@ def _parse_kernel(path: Path) -> KernelDescriptor:
     if dup:
         raise DescriptorError(f"{path}: parameter {sorted(dup)[0]!r} is both a size and a config parameter")
     params = {p.name for p in sizes + config}
-    launch, counts = _formulas(path, doc, params)
+    derived = _derived(path, doc, params)
+    names = params | {n for n, _ in derived}
+    launch, counts = _formulas(path, doc, names)
     return _check_space(KernelDescriptor(
         name=name, sizes=sizes, config=config, launch=launch, counts=counts,
-        constraints=_constraints(path, doc, params), aliases=_strings(path, doc, "aliases", "names"),
+        constraints=_constraints(path, doc, names), derived=derived, aliases=_strings(path, doc, "aliases", "names"),
         matches=_strings(path, doc, "matches", "glob patterns such as \"aiwc-*\""),
         description=str(doc.get("description", "")),
         source=str(doc.get("source", "")), path=str(path), sha256=hashlib.sha256(raw).hexdigest(),

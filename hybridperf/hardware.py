@@ -102,9 +102,9 @@ OPTIONAL_MODEL_KEYS = (
     "l2_bandwidth_gbs", "smem_bytes_per_cycle_per_sm", "l1_bytes_per_cycle_per_sm", "issue_per_cycle_per_sm",
     "launch_overhead_us",
 )
-# Measured L2-to-DRAM bandwidth ratios (gpu-benches gpu-l2-cache / gpu-stream: A100 80GB 5482/1731 = 3.2,
-# H100 PCIe 7758/2000 = 3.9, H200 13527/4800 = 2.8, L40 5332/864 = 6.2; Jia et al. 2018: V100 2156/900 = 2.4):
-# 3 is about their median, the default for specs without a measured L2 bandwidth.
+# Measured L2-to-DRAM bandwidth ratios (gpu-benches gpu-l2-cache and gpu-cache over datasheet DRAM bandwidth:
+# A100 80GB 5482/1935 = 2.8, H100 PCIe 7758/2000 = 3.9, H200 13527/4800 = 2.8, L40 5332/864 = 6.2, V100 2440/900
+# = 2.7): 3 is about their median, the default for specs without a measured L2 bandwidth.
 L2_TO_DRAM_BANDWIDTH = 3.0
 DEFAULT_LAUNCH_OVERHEAD_US = 3.0
 
@@ -193,8 +193,8 @@ def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float, str]]:
     return {
         "l2_bandwidth_gbs": (L2_TO_DRAM_BANDWIDTH * gpu.dram_bandwidth_gbs,
                              f"{L2_TO_DRAM_BANDWIDTH:g} x dram_bandwidth_gbs, about the median measured L2/DRAM "
-                             "bandwidth ratio (gpu-benches: A100 3.2, H100 PCIe 3.9, H200 2.8, L40 6.2; Jia et al. "
-                             "2018: V100 2.4)"),
+                             "bandwidth ratio (gpu-benches gpu-l2-cache/gpu-cache over datasheet DRAM bandwidth: A100 "
+                             "2.8, H100 PCIe 3.9, H200 2.8, L40 6.2, V100 2.7)"),
         "smem_bytes_per_cycle_per_sm": (32.0 * bank_bytes,
                                         f"32 banks x {bank_bytes} B per cycle (CUDA C++ Programming Guide, shared "
                                         f"memory of compute capability {'3.x: 64-bit' if kepler else '>= 5.x: 32-bit'}"

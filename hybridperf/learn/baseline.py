@@ -39,11 +39,11 @@ def choose_baselines(features: pd.DataFrame, time_ms: np.ndarray, kernels: np.nd
     With ``sizes`` (one problem size per row) and at least three distinct sizes in a kernel, the
     score is extrapolation-aware, as the product's main use is unseen larger sizes: each pair's
     calibration is fitted on the smaller two thirds of that kernel's sizes and the median absolute
-    log error is measured on the largest third. The calibration is the hybrid's default one,
-    overhead + scale (:func:`hybridperf.learn.calibration.affine_fit`), where the pair's runs allow
-    it, else a scale: a fixed per-launch cost (timer, framework) dominates small sizes, and a scale
-    alone fitted there judges every baseline by how well it mimics that cost rather than the
-    kernel. Otherwise the score is the spread of the log errors after the per-pair scale.
+    log error is measured on the largest third, with the better of the two calibrations the hybrid
+    applies, one scale or overhead + scale (:func:`hybridperf.learn.calibration.affine_fit`): a fixed
+    per-launch cost (timer, framework) dominates small sizes, and a scale alone fitted there judges
+    every baseline by how well it mimics that cost rather than the kernel. Otherwise the score is the
+    spread of the log errors after the per-pair scale.
     Returns the mapping and the overall best (the fallback for kernels never trained).
     """
     logy = np.log(np.asarray(time_ms, dtype=np.float64))
@@ -71,22 +71,26 @@ def choose_baselines(features: pd.DataFrame, time_ms: np.ndarray, kernels: np.nd
 
 
 def _forward_error(resid: np.ndarray, base: np.ndarray, pairs: np.ndarray, sizes: np.ndarray) -> float:
-    """Median absolute log error on the largest third of sizes after a per-pair calibration (overhead +
-    scale where :func:`~hybridperf.learn.calibration.affine_fit` can fit one, else the mean residual)
-    fitted on the rest. A median, because one model's tail on a few shapes (e.g. GPUPerf's
-    serialization term) should not outvote its fit everywhere else."""
+    """Median absolute log error on the largest third of sizes after a per-pair calibration fitted on the
+    rest: the better of one scale (the mean residual) and overhead + scale
+    (:func:`~hybridperf.learn.calibration.affine_fit`, where the pair's runs allow it). A median, because one
+    model's tail on a few shapes (e.g. GPUPerf's serialization term) should not outvote its fit everywhere
+    else; the better of the two, because an overhead fitted on small sizes can extrapolate worse than a
+    scale alone (the overhead soaks up a trend of the small sizes) or much better (a fixed per-launch cost)."""
     cut = np.quantile(np.unique(sizes), 2 / 3)
     fit, test = sizes <= cut, sizes > cut
-    off = np.full(int(test.sum()), float(np.mean(resid[fit])))
+    scale = np.full(int(test.sum()), float(np.mean(resid[fit])))
+    affine = scale.copy()
     for pair in np.unique(pairs[test]):
         f, t = fit & (pairs == pair), (pairs == pair)[test]
         if not f.any():
             continue
-        affine = affine_fit(base[f], resid[f])
-        log_s, over = affine if affine is not None else (float(np.mean(resid[f])), 0.0)
+        scale[t] = float(np.mean(resid[f]))
+        fitted = affine_fit(base[f], resid[f])
+        log_s, over = fitted if fitted is not None else (scale[t][0], 0.0)
         with np.errstate(over="ignore"):
-            off[t] = np.log(np.exp(log_s) + over * np.exp(-base[test][t]))
-    return float(np.median(np.abs(resid[test] - off)))
+            affine[t] = np.log(np.exp(log_s) + over * np.exp(-base[test][t]))
+    return min(float(np.median(np.abs(resid[test] - off))) for off in (scale, affine))
 
 
 def add_baseline(features: pd.DataFrame, kernels: np.ndarray, mapping: Mapping[str, str],

@@ -2,6 +2,7 @@
 
 Cases (one split each; every method shares its features and split):
   neusight-s2   NeuSight cuBLAS GEMM per GPU: train max(M,N,K) <= 512, test larger (MAPE <= 10%, P90 <= 25%)
+  neusight-s1   NeuSight GEMM on the T4: random 20% of the runs held out (S1 must stay as good as before)
   neusight-s6   NeuSight GEMM, each GPU left out with no runs on it, predicted from its spec (MAPE <= 15%)
   kt-s6         each Kernel Tuner hub GPU left out of its sweep (convolution, CLBlast gemm, dedispersion, pnpoly)
   uci-s5        UCI SGEMM (GTX 680), 1% of configurations measured, 10 seeds: top-1 >= 0.97, top-5 >= 0.99, and
@@ -110,6 +111,13 @@ def neusight_s2() -> list[dict]:
     return out
 
 
+def neusight_s1() -> list[dict]:
+    rows, feats = _load("neusight-gemm")
+    m = (rows.gpu == "tesla-t4").to_numpy()
+    r, f = rows[m].reset_index(drop=True), feats[m].reset_index(drop=True)
+    return [{"subset": "tesla-t4", **x} for x in evaluate_split(r, f, "S1", ALL)]
+
+
 def neusight_s6() -> list[dict]:
     rows, feats = _load("neusight-gemm")
     return [{"subset": f"held out {gpu}", **x} for gpu in sorted(rows.gpu.unique())
@@ -170,7 +178,7 @@ def new_user() -> list[dict]:
     return out
 
 
-CASES = {"neusight-s2": neusight_s2, "neusight-s6": neusight_s6, "kt-s6": kt_s6, "uci-s5": uci_s5,
+CASES = {"neusight-s2": neusight_s2, "neusight-s1": neusight_s1, "neusight-s6": neusight_s6, "kt-s6": kt_s6, "uci-s5": uci_s5,
          "clblast-s4": clblast_s4, "aiwc-s2": aiwc_s2, "new-user": new_user}
 
 

@@ -15,6 +15,7 @@ from hybridperf.tomlfile import load_folder, read_document
 __all__ = [
     "MODEL_KEYS",
     "OPTIONAL_MODEL_KEYS",
+    "OPTIONAL_SPEC_KEYS",
     "SPEC_KEYS",
     "CCLimits",
     "GPUSpec",
@@ -91,6 +92,8 @@ SPEC_KEYS = (
     "sm_count", "core_clock_mhz", "dram_bandwidth_gbs", "memory_gib", "l2_cache_kib",
     "fp32_lanes_per_sm", "sfu_per_sm", "peak_fp32_gflops",
 )
+# Datasheet values a spec may leave out (None then): the board power, which bounds the clock a part sustains.
+OPTIONAL_SPEC_KEYS = ("tdp_w",)
 MODEL_KEYS = (
     "dram_latency_cycles", "departure_delay_coal_cycles", "departure_delay_uncoal_cycles",
     "fp_latency_cycles", "avg_inst_latency_cycles", "issue_cycles", "l1_hit_latency_cycles",
@@ -147,14 +150,17 @@ class GPUSpec:
     l1_bytes_per_cycle_per_sm: float | None = None
     issue_per_cycle_per_sm: float | None = None
     launch_overhead_us: float | None = None
+    tdp_w: float | None = None
 
     def __post_init__(self) -> None:
         for key, (value, why) in _optional_defaults(self).items():
             if getattr(self, key) is None:  # frozen: fill the default once, and say where it came from
                 object.__setattr__(self, key, value)
                 self.sources.setdefault(f"model.{key}", f"default: {why}")
-        for key in SPEC_KEYS + MODEL_KEYS + OPTIONAL_MODEL_KEYS:
+        for key in SPEC_KEYS + MODEL_KEYS + OPTIONAL_MODEL_KEYS + OPTIONAL_SPEC_KEYS:
             v = getattr(self, key)
+            if key in OPTIONAL_SPEC_KEYS and v is None:
+                continue
             if not _in_range(v, MAX_SPEC_VALUE) or not v > 0:
                 raise SpecError(f"{self.path or self.name}: {key} must be a positive finite number up to "
                                 f"{MAX_SPEC_VALUE:g}, got {str(v)[:30]}")
@@ -242,7 +248,7 @@ def load_cc_limits(compute_capability: str) -> CCLimits:
 
 
 def _values(path: Path, doc: dict[str, Any], section: str, keys: tuple[str, ...],
-            required: bool) -> tuple[dict[str, Any], dict[str, str]]:
+            required: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, str]]:
     table = doc.get(section, {})
     if not isinstance(table, dict):
         raise SpecError(f"{path}: [{section}] must be a table")
@@ -255,7 +261,7 @@ def _values(path: Path, doc: dict[str, Any], section: str, keys: tuple[str, ...]
     sources: dict[str, str] = {}
     for key in keys:
         if key not in table:
-            if required:
+            if key in required:
                 raise SpecError(f"{path}: missing {section}.{key}; add {key} = {{ value = ..., source = \"...\" }}")
             continue
         entry = table[key]
@@ -288,16 +294,13 @@ def _parse_gpu(path: Path) -> GPUSpec:
     aliases = doc.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise SpecError(f"{path}: aliases must be a list of strings")
-    spec, s1 = _values(path, doc, "spec", SPEC_KEYS, required=True)
-    model, s2 = _values(path, doc, "model", MODEL_KEYS + OPTIONAL_MODEL_KEYS, required=False)
-    missing = [k for k in MODEL_KEYS if k not in model]
-    if missing:
-        raise SpecError(f"{path}: missing model.{missing[0]}; add {missing[0]} = {{ value = ..., source = \"...\" }}")
+    spec, s1 = _values(path, doc, "spec", SPEC_KEYS + OPTIONAL_SPEC_KEYS, required=SPEC_KEYS)
+    model, s2 = _values(path, doc, "model", MODEL_KEYS + OPTIONAL_MODEL_KEYS, required=MODEL_KEYS)
     try:
         base = load_cc_limits(cc)
     except SpecError as exc:
         raise SpecError(f"{path}: compute_capability: {exc}") from None
-    overrides, s3 = _values(path, doc, "limits", _CC_INT_KEYS, required=False)
+    overrides, s3 = _values(path, doc, "limits", _CC_INT_KEYS)
     for key, value in overrides.items():
         if not float(value).is_integer():
             raise SpecError(f"{path}: limits.{key} must be a whole number, got {value!r}")

@@ -124,7 +124,8 @@ def _hierarchy_features(hi: pd.DataFrame, prof: Any, gpu: GPUSpec) -> dict[str, 
 
 def gpu_features(gpu: GPUSpec) -> dict[str, float]:
     """The GPU as hardware ratios rather than an identity: bytes per FLOP at each level, SMs, clock, L2
-    and shared memory per SM (the quantities NeuSight normalises its tile features by)."""
+    and shared memory per SM (the quantities NeuSight normalises its tile features by), and the board
+    power, which decides whether a part sustains its boost clock (NaN where the spec does not give it)."""
     peak = gpu.peak_fp32_gflops
     smem_gbs = gpu.smem_bytes_per_cycle_per_sm * gpu.sm_count * gpu.core_clock_mhz / 1e3
     return {
@@ -136,6 +137,7 @@ def gpu_features(gpu: GPUSpec) -> dict[str, float]:
         "gpu_l2_kib_per_sm": gpu.l2_cache_kib / gpu.sm_count,
         "gpu_smem_per_sm_kib": gpu.limits.smem_per_sm_bytes / 1024,
         "gpu_registers_per_lane": gpu.limits.registers_per_sm / gpu.fp32_lanes_per_sm,
+        "gpu_tdp_w": np.nan if gpu.tdp_w is None else float(gpu.tdp_w),  # power bounds the clock a part sustains
     }
 
 

@@ -178,8 +178,8 @@ def new_user() -> list[dict]:
     return out
 
 
-CASES = {"neusight-s2": neusight_s2, "neusight-s1": neusight_s1, "neusight-s6": neusight_s6, "kt-s6": kt_s6, "uci-s5": uci_s5,
-         "clblast-s4": clblast_s4, "aiwc-s2": aiwc_s2, "new-user": new_user}
+CASES = {"neusight-s2": neusight_s2, "neusight-s1": neusight_s1, "neusight-s6": neusight_s6, "kt-s6": kt_s6,
+         "uci-s5": uci_s5, "clblast-s4": clblast_s4, "aiwc-s2": aiwc_s2, "new-user": new_user}
 
 
 def main(argv: list[str]) -> None:

@@ -1,7 +1,10 @@
 """Speed benchmarks (a script, never a timed unit test): predictions/s, training time, cold CLI latency.
 
 Targets (EVALUATION.md): >= 100,000 predictions/s end to end; training on 240k rows <= 60 s;
-`hybridperf predict` cold <= 2 s. Medians over repeats; this shared 2-core machine is noisy.
+`hybridperf predict` cold <= 2 s. Medians over repeats; this shared 2-core machine is noisy, so the same
+script is also run on the previous code (PYTHONPATH=<checkout of main> python experiments/bench_speed.py
+--tag main, right before or after) and speed.md reports the ratio of the two.
+Usage: python experiments/bench_speed.py [--tag TAG]  (results/speed_<TAG or this>.csv; speed.md without a tag)
 """
 from __future__ import annotations
 
@@ -35,11 +38,13 @@ def _median_time(fn, repeats: int) -> tuple[float, list[float]]:
     return statistics.median(times), times
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
+    tag = argv[argv.index("--tag") + 1] if "--tag" in argv else ""
     rows = []
     sweep = load_dataset("uci-sgemm-gtx680")
     ok = sweep[sweep.status == "ok"]
-    train_s, train_all = _median_time(lambda: train_model(sweep), repeats=int(os.environ.get("BENCH_TRAIN_REPEATS", "1")))
+    repeats = int(os.environ.get("BENCH_TRAIN_REPEATS", "1"))
+    train_s, train_all = _median_time(lambda: train_model(sweep), repeats=repeats)
     rows.append({"benchmark": f"train hybrid on uci-sgemm-gtx680 ({len(ok)} rows, with conformal + stacking fits)",
                  "median": f"{train_s:.1f} s", "runs": ", ".join(f"{t:.1f}" for t in train_all), "target": "<= 60 s",
                  "met": train_s <= 60})
@@ -47,7 +52,7 @@ def main() -> None:
     batch = pd.concat([ok] * 1, ignore_index=True).sample(200_000, random_state=1, replace=True)
     batch = batch.drop(columns=[c for c in batch.columns if c.startswith(("time_", "counter."))])
     pred_s, pred_all = _median_time(lambda: predict_rows(model, batch), repeats=3)
-    rows.append({"benchmark": "predict_rows on 200,000 clblast-xgemm rows (features + 6 analytical models + booster + "
+    rows.append({"benchmark": "predict_rows on 200,000 clblast-xgemm rows (features + every analytical model + booster + "
                               "interval + domain check)", "median": f"{len(batch) / pred_s:,.0f} rows/s",
                  "runs": ", ".join(f"{len(batch) / t:,.0f}" for t in pred_all), "target": ">= 100,000 rows/s",
                  "met": len(batch) / pred_s >= 100_000})
@@ -62,13 +67,23 @@ def main() -> None:
                  "median": f"{cold_s:.2f} s", "runs": ", ".join(f"{t:.2f}" for t in cold_all), "target": "<= 2 s",
                  "met": cold_s <= 2})
     table = pd.DataFrame(rows)
+    table["seconds"] = [train_s, pred_s, cold_s]
+    table.to_csv(RESULTS / f"speed_{tag or 'this'}.csv", index=False)
+    if tag:
+        return
+    prev_path = RESULTS / "speed_main.csv"
+    if prev_path.exists():
+        prev = pd.read_csv(prev_path)
+        table["main"] = prev["median"].to_numpy()
+        table["time / main's"] = table["seconds"].to_numpy() / prev["seconds"].to_numpy()
     load = os.getloadavg()
     text = [header("Speed", "python experiments/bench_speed.py"),
             f"Machine: {os.cpu_count()} cores, load average {load[0]:.1f} at the end (shared, noisy). xgboost "
-            f"histogram booster, 400 trees, depth 6.\n", md_table(table)]
+            f"histogram booster, 400 trees, depth 6. `main`: the same script on the previous code, run right "
+            "before this one; `time / main's` > 1 means slower.\n", md_table(table.drop(columns="seconds"))]
     (RESULTS / "speed.md").write_text("\n".join(text) + "\n")
     print("\n".join(text))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

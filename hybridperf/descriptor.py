@@ -61,6 +61,7 @@ class KernelDescriptor:
     launch: Mapping[str, Formula]
     counts: Mapping[str, Formula]
     constraints: tuple[Formula, ...] = ()
+    derived: tuple[tuple[str, Formula], ...] = ()
     aliases: tuple[str, ...] = ()
     matches: tuple[str, ...] = ()
     description: str = ""
@@ -126,9 +127,16 @@ class KernelDescriptor:
             ok &= sat
         return ok, list(reasons)
 
+    def environment(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters (:meth:`resolve`) and the ``[derived]`` quantities, each computed from those before it."""
+        env: dict[str, Any] = dict(self.resolve(values))
+        for name, f in self.derived:
+            env[name] = f(env)
+        return env
+
     def profile(self, values: Mapping[str, Any]) -> KernelProfile:
         """Evaluate launch and count formulas for scalar or array parameter values."""
-        env: dict[str, Any] = dict(self.resolve(values))
+        env = self.environment(values)
         for key in LAUNCH_KEYS + REQUIRED_COUNTS:
             env[key] = self._formula(key)(env)
         for key, default in OPTIONAL_COUNTS.items():

@@ -12,13 +12,13 @@ from hybridperf.errors import DescriptorError
 from hybridperf.formula import Formula, compile_formula
 from hybridperf.inputs import read_input
 from hybridperf.limits import MAX_TOML_BYTES
-from hybridperf.profile import LAUNCH_KEYS, OPTIONAL_COUNTS, REQUIRED_COUNTS
+from hybridperf.profile import LAUNCH_KEYS, OPTIONAL_COUNTS, PROFILE_FIELDS, REQUIRED_COUNTS
 from hybridperf.tomlfile import check_document, parse_toml
 
 __all__ = ["parse_kernel_file", "parse_kernel_text", "read_toml_bytes"]
 
 _TOP_KEYS = {"format_version", "name", "aliases", "matches", "description", "source", "sizes", "config", "space",
-             "launch", "counts", "notes"}
+             "derived", "launch", "counts", "notes"}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 _PARAM_KEYS = {"default", "values", "min", "max", "description"}
 
@@ -94,6 +94,38 @@ def _formulas(path: str | Path, doc: dict[str, Any],
     return launch, counts
 
 
+def _derived(path: str | Path, doc: dict[str, Any], params: set[str]) -> tuple[tuple[str, Formula], ...]:
+    """The ``[derived]`` formulas, in file order: named intermediate quantities over the parameters and the
+    derived quantities above them, usable by the launch and count formulas (not by ``[space]`` constraints,
+    which the solver checks over parameters alone)."""
+    table = doc.get("derived", {})
+    if not isinstance(table, dict):
+        raise DescriptorError(f"{path}: [derived] must be a table of named formulas")
+    allowed = set(params)
+    out = []
+    for name, text in table.items():
+        if not name.isidentifier() or name in params or name in PROFILE_FIELDS:
+            raise DescriptorError(f"{path}: [derived] name {name!r} must be an identifier that is not a parameter, "
+                                  "launch key or count")
+        if not isinstance(text, str):
+            raise DescriptorError(f"{path}: [derived].{name} must be a formula string")
+        out.append((name, compile_formula(text, where=f"{path} [derived].{name}", allowed=allowed)))
+        allowed.add(name)
+    return tuple(out)
+
+
+def _no_derived_in_constraints(path: str | Path, doc: dict[str, Any], derived: set[str]) -> None:
+    """``[space]`` constraints are checked by the solver over parameters alone (search/space.py): a derived
+    name there is refused with the fix."""
+    space = doc.get("space", {})
+    cons = space.get("constraints", []) if isinstance(space, dict) else []
+    for i, c in enumerate(cons if isinstance(cons, list) else []):
+        used = sorted(n for n in derived if isinstance(c, str) and re.search(rf"\b{re.escape(n)}\b", c))
+        if used:
+            raise DescriptorError(f"{path}: [space].constraints[{i}] uses the [derived] quantity {used[0]!r}; "
+                                  "constraints take parameters only: write its formula out in the constraint")
+
+
 def _constraints(path: str | Path, doc: dict[str, Any], allowed: set[str]) -> tuple[Formula, ...]:
     space = doc.get("space", {})
     if not isinstance(space, dict) or set(space) - {"constraints"}:
@@ -130,9 +162,11 @@ def _build(raw: bytes, doc: dict[str, Any], where: str | Path, path: str) -> Ker
     if dup:
         raise DescriptorError(f"{where}: parameter {sorted(dup)[0]!r} is both a size and a config parameter")
     params = {p.name for p in sizes + config}
-    launch, counts = _formulas(where, doc, params)
+    derived = _derived(where, doc, params)
+    launch, counts = _formulas(where, doc, params | {n for n, _ in derived})
+    _no_derived_in_constraints(where, doc, {n for n, _ in derived})
     return check_space(KernelDescriptor(
-        name=name, sizes=sizes, config=config, launch=launch, counts=counts,
+        name=name, sizes=sizes, config=config, launch=launch, counts=counts, derived=derived,
         constraints=_constraints(where, doc, params), aliases=_strings(where, doc, "aliases", "names"),
         matches=_strings(where, doc, "matches", "glob patterns such as \"aiwc-*\""),
         description=str(doc.get("description", "")),

@@ -18,6 +18,8 @@ from hybridperf.userconfig import config_gpu_path
 __all__ = [
     "GPU_PATH_ENV",
     "MODEL_KEYS",
+    "OPTIONAL_MODEL_KEYS",
+    "OPTIONAL_SPEC_KEYS",
     "SPEC_KEYS",
     "CCLimits",
     "GPUSpec",
@@ -99,11 +101,24 @@ SPEC_KEYS = (
     "sm_count", "core_clock_mhz", "dram_bandwidth_gbs", "memory_gib", "l2_cache_kib",
     "fp32_lanes_per_sm", "sfu_per_sm", "peak_fp32_gflops",
 )
+# Datasheet values a spec may leave out (None then): the board power, which bounds the clock a part sustains.
+OPTIONAL_SPEC_KEYS = ("tdp_w",)
 MODEL_KEYS = (
     "dram_latency_cycles", "departure_delay_coal_cycles", "departure_delay_uncoal_cycles",
     "fp_latency_cycles", "avg_inst_latency_cycles", "issue_cycles", "l1_hit_latency_cycles",
     "l2_hit_latency_cycles", "smem_latency_cycles", "sync_gamma", "transaction_bytes",
 )
+# Machine parameters of the hierarchical roofline (analytical/hierarchy.py) that older spec files do not
+# give: each defaults (and says so in ``sources``) where a file leaves it out; see docs/gpu-spec-format.md.
+OPTIONAL_MODEL_KEYS = (
+    "l2_bandwidth_gbs", "smem_bytes_per_cycle_per_sm", "l1_bytes_per_cycle_per_sm", "issue_per_cycle_per_sm",
+    "launch_overhead_us",
+)
+# Measured L2-to-DRAM bandwidth ratios (gpu-benches gpu-l2-cache and gpu-cache over datasheet DRAM bandwidth:
+# A100 80GB 5482/1935 = 2.8, H100 PCIe 7758/2000 = 3.9, H200 13527/4800 = 2.8, L40 5332/864 = 6.2, V100 2440/900
+# = 2.7): 3 is about their median, the default for specs without a measured L2 bandwidth.
+L2_TO_DRAM_BANDWIDTH = 3.0
+DEFAULT_LAUNCH_OVERHEAD_US = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +154,22 @@ class GPUSpec:
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     path: str = ""
     sha256: str = ""
+    l2_bandwidth_gbs: float | None = None
+    smem_bytes_per_cycle_per_sm: float | None = None
+    l1_bytes_per_cycle_per_sm: float | None = None
+    issue_per_cycle_per_sm: float | None = None
+    launch_overhead_us: float | None = None
+    tdp_w: float | None = None
 
     def __post_init__(self) -> None:
-        for key in SPEC_KEYS + MODEL_KEYS:
+        for key, (value, why) in _optional_defaults(self).items():
+            if getattr(self, key) is None:  # frozen: fill the default once, and say where it came from
+                object.__setattr__(self, key, value)
+                self.sources.setdefault(f"model.{key}", f"default: {why}")
+        for key in SPEC_KEYS + MODEL_KEYS + OPTIONAL_MODEL_KEYS + OPTIONAL_SPEC_KEYS:
             v = getattr(self, key)
+            if key in OPTIONAL_SPEC_KEYS and v is None:
+                continue
             if not _in_range(v, MAX_SPEC_VALUE) or not v > 0:
                 raise SpecError(f"{self.path or self.name}: {key} must be a positive finite number up to "
                                 f"{MAX_SPEC_VALUE:g}, got {str(v)[:30]}")
@@ -180,6 +207,33 @@ class GPUSpec:
         return dataclasses.replace(self, **changes)
 
 
+def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float, str]]:
+    """The value each optional machine parameter takes when a spec leaves it out, and why."""
+    kepler = gpu.compute_capability.startswith("3.")
+    bank_bytes = 8 if kepler else 4
+    return {
+        "l2_bandwidth_gbs": (L2_TO_DRAM_BANDWIDTH * gpu.dram_bandwidth_gbs,
+                             f"{L2_TO_DRAM_BANDWIDTH:g} x dram_bandwidth_gbs, about the median measured L2/DRAM "
+                             "bandwidth ratio (gpu-benches gpu-l2-cache/gpu-cache over datasheet DRAM bandwidth: A100 "
+                             "2.8, H100 PCIe 3.9, H200 2.8, L40 6.2, V100 2.7)"),
+        "smem_bytes_per_cycle_per_sm": (32.0 * bank_bytes,
+                                        f"32 banks x {bank_bytes} B per cycle (CUDA C++ Programming Guide, shared "
+                                        f"memory of compute capability {'3.x: 64-bit' if kepler else '>= 5.x: 32-bit'}"
+                                        " banks)"),
+        "l1_bytes_per_cycle_per_sm": (32.0 * bank_bytes,
+                                      "equal to the shared-memory bandwidth: L1 and shared memory are one SRAM "
+                                      "array (Kepler, Volta and later; NVIDIA architecture whitepapers)"),
+        "issue_per_cycle_per_sm": (gpu.fp32_lanes_per_sm / gpu.limits.warp_size,
+                                   "FP32 lanes / warp size: every warp instruction at the FP32 pipe's rate, the "
+                                   "issue assumption of MWP-CWP's issue_cycles (seed 002's 4 cycles = 32 lanes / 8 "
+                                   "SPs) and of the issue floor the property tests hold every model to"),
+        "launch_overhead_us": (DEFAULT_LAUNCH_OVERHEAD_US,
+                               "a few microseconds from launch to completion of an empty kernel on recent NVIDIA "
+                               "GPUs (gpu-benches gpu-small-kernels); timings taken through a framework add more, "
+                               "which calibration absorbs"),
+    }
+
+
 @functools.cache
 def _cc_table() -> dict[str, CCLimits]:
     ref = resources.files("hybridperf") / "data" / "compute_capabilities.toml"
@@ -209,7 +263,7 @@ def load_cc_limits(compute_capability: str) -> CCLimits:
 
 
 def _values(path: Path, doc: dict[str, Any], section: str, keys: tuple[str, ...],
-            required: bool) -> tuple[dict[str, Any], dict[str, str]]:
+            required: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, str]]:
     table = doc.get(section, {})
     if not isinstance(table, dict):
         raise SpecError(f"{path}: [{section}] must be a table")
@@ -222,7 +276,7 @@ def _values(path: Path, doc: dict[str, Any], section: str, keys: tuple[str, ...]
     sources: dict[str, str] = {}
     for key in keys:
         if key not in table:
-            if required:
+            if key in required:
                 raise SpecError(f"{path}: missing {section}.{key}; add {key} = {{ value = ..., source = \"...\" }}")
             continue
         entry = table[key]
@@ -255,13 +309,13 @@ def _parse_gpu(path: Path) -> GPUSpec:
     aliases = doc.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise SpecError(f"{path}: aliases must be a list of strings")
-    spec, s1 = _values(path, doc, "spec", SPEC_KEYS, required=True)
-    model, s2 = _values(path, doc, "model", MODEL_KEYS, required=True)
+    spec, s1 = _values(path, doc, "spec", SPEC_KEYS + OPTIONAL_SPEC_KEYS, required=SPEC_KEYS)
+    model, s2 = _values(path, doc, "model", MODEL_KEYS + OPTIONAL_MODEL_KEYS, required=MODEL_KEYS)
     try:
         base = load_cc_limits(cc)
     except SpecError as exc:
         raise SpecError(f"{path}: compute_capability: {exc}") from None
-    overrides, s3 = _values(path, doc, "limits", _CC_INT_KEYS, required=False)
+    overrides, s3 = _values(path, doc, "limits", _CC_INT_KEYS)
     for key, value in overrides.items():
         if not float(value).is_integer():
             raise SpecError(f"{path}: limits.{key} must be a whole number, got {value!r}")
@@ -383,9 +437,10 @@ def describe_gpu(spec: GPUSpec) -> list[dict[str, Any]]:
     from hybridperf.references import cite
 
     rows: list[dict[str, Any]] = []
-    for section, keys in (("spec", SPEC_KEYS), ("model", MODEL_KEYS)):
+    for section, keys, optional in (("spec", SPEC_KEYS, OPTIONAL_SPEC_KEYS), ("model", MODEL_KEYS, OPTIONAL_MODEL_KEYS)):
+        given = [k for k in optional if f"{section}.{k}" in spec.sources]  # optional values the file gives
         rows += [{"section": section, "name": k, "value": getattr(spec, k),
-                  "source": cite(spec.sources.get(f"{section}.{k}", ""))} for k in keys]
+                  "source": cite(spec.sources.get(f"{section}.{k}", ""))} for k in (*keys, *given)]
     cc_source = f"compute capability {spec.compute_capability} table: {spec.limits.source}"
     for f in dataclasses.fields(CCLimits):
         if f.name in ("source", "compute_capability"):

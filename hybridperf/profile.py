@@ -41,6 +41,14 @@ OPTIONAL_COUNTS: dict[str, str] = {
                     "sfu_insts)",
     "flops": "fp_insts",
     "dram_bytes": "4 * (global_loads + global_stores) * threads_per_block * blocks",
+    # The memory hierarchy (whole launch, bytes; docs/kernel-descriptor-format.md). dram_bytes is the traffic
+    # DRAM must carry at least once; reread_bytes are the re-reads of data other blocks already brought in,
+    # which come from L2 when it holds reread_distance_bytes (the data touched between two uses), else from
+    # DRAM; l2_bytes is everything the SMs request from L2; smem_bytes everything moved through shared memory.
+    "reread_bytes": "0",
+    "reread_distance_bytes": "dram_bytes",
+    "l2_bytes": "dram_bytes + reread_bytes",
+    "smem_bytes": "4 * (smem_loads + smem_stores) * threads_per_block * blocks",
 }
 PROFILE_FIELDS = LAUNCH_KEYS + REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS)
 
@@ -50,7 +58,8 @@ class KernelProfile:
     """Per-launch resources and per-thread dynamic counts, one array element per row.
 
     Units: threads, blocks, 32-bit registers per thread, bytes of shared memory per block,
-    instructions per thread, ``flops`` per thread, ``dram_bytes`` for the whole launch.
+    instructions per thread, ``flops`` per thread, ``dram_bytes``, ``reread_bytes``,
+    ``reread_distance_bytes``, ``l2_bytes`` and ``smem_bytes`` for the whole launch.
     """
 
     threads_per_block: FloatArray
@@ -78,6 +87,10 @@ class KernelProfile:
     ryoo_regions: FloatArray
     flops: FloatArray
     dram_bytes: FloatArray
+    reread_bytes: FloatArray
+    reread_distance_bytes: FloatArray
+    l2_bytes: FloatArray
+    smem_bytes: FloatArray
 
     @classmethod
     def from_values(cls, **values: Any) -> KernelProfile:

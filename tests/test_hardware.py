@@ -104,3 +104,21 @@ def test_cc_table_covers_1_0_to_9_0() -> None:
         assert L.register_alloc_granularity == ("block" if cc.startswith("1.") else "warp")
     with pytest.raises(SpecError, match="unknown compute capability"):
         load_cc_limits("4.0")
+
+
+def test_optional_machine_parameters_default_and_say_so(tmp_path: Path) -> None:
+    text = Path(load_gpu("titan-v").path).read_text()
+    g = load_gpu("titan-v")
+    assert "l2_bandwidth_gbs" not in text  # the shipped TITAN V spec gives none: every value is a default
+    assert g.l2_bandwidth_gbs == pytest.approx(3 * g.dram_bandwidth_gbs)
+    assert g.smem_bytes_per_cycle_per_sm == 128 and g.l1_bytes_per_cycle_per_sm == 128
+    assert g.issue_per_cycle_per_sm == g.fp32_lanes_per_sm / 32
+    assert g.sources["model.l2_bandwidth_gbs"].startswith("default:")
+    assert load_gpu("gtx-680").smem_bytes_per_cycle_per_sm == 256  # Kepler: 64-bit banks
+    p = tmp_path / "given.toml"
+    p.write_text(text.replace("[model]", '[model]\nl2_bandwidth_gbs = { value = 2155, source = "measured" }', 1))
+    given = load_gpu(str(p))
+    assert given.l2_bandwidth_gbs == 2155 and given.sources["model.l2_bandwidth_gbs"] == "measured"
+    p.write_text(text.replace("[model]", '[model]\nlaunch_overhead_us = { value = -1, source = "x" }', 1))
+    with pytest.raises(SpecError, match="model.launch_overhead_us value must be a finite number from 0"):
+        load_gpu(str(p))

@@ -83,6 +83,10 @@ BASE = Path(load_kernel("matvec").path).read_text()
     (BASE.replace("default = 256,", "default = 300,"), DescriptorError, "default 300 is not among its values"),
     (BASE + "\n[extra]\n", DescriptorError, "unknown top-level key 'extra'"),
     (BASE.replace("[sizes]", "[sizes\n"), DescriptorError, "not valid TOML"),
+    (BASE.replace("[launch]", '[derived]\nN = "2"\n\n[launch]'), DescriptorError,
+     r"\[derived\] name 'N' must be an identifier that is not a parameter"),
+    (BASE.replace("[launch]", '[derived]\nhalf = "twice / 4"\ntwice = "2 * N"\n\n[launch]'), FormulaError,
+     r"\[derived\].half: unknown name 'twice'"),
 ])
 def test_malformed_descriptor(tmp_path: Path, text: str, error: type, message: str) -> None:
     p = tmp_path / "bad.toml"
@@ -98,3 +102,21 @@ def test_profile_from_values_defaults() -> None:
     assert p.fp_insts[0] == 27 and p.uncoal_per_mw[0] == 32 and p.global_loads[0] == 6
     with pytest.raises(DescriptorError, match="missing"):
         KernelProfile.from_values(blocks=1)
+
+
+def test_derived_quantities_feed_launch_and_counts(tmp_path: Path) -> None:
+    text = BASE.replace("[launch]", '[derived]\ntwice = "2 * N"\nrows = "twice / 2"\n\n[launch]')
+    text = text.replace('comp_insts = "2 * N"', 'comp_insts = "twice"').replace('blocks = "ceil(N / BLOCK)"',
+                                                                                'blocks = "ceil(rows / BLOCK)"')
+    p = tmp_path / "derived.toml"
+    p.write_text(text)
+    k, ref = load_kernel(str(p)), load_kernel("matvec")
+    values = {"N": np.array([100.0, 5000.0]), "BLOCK": np.array([256.0, 256.0])}
+    a, b = k.profile(values), ref.profile(values)
+    for f in PROFILE_FIELDS:
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    # The solver checks constraints over parameters alone: a derived name there is refused, with the fix.
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("[derived]", '[space]\nconstraints = ["BLOCK <= rows"]\n\n[derived]'))
+    with pytest.raises(DescriptorError, match=r"constraints\[0\] uses the \[derived\] quantity 'rows'.*write its"):
+        load_kernel(str(bad))

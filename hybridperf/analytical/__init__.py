@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from hybridperf.analytical.gpuperf import GPUPerfResult, gpuperf
+from hybridperf.analytical.hierarchy import HierarchyResult, hierarchy
 from hybridperf.analytical.mwp_cwp import MWPCWPResult, mwp_cwp
 from hybridperf.analytical.occupancy import OccupancyResult, occupancy
 from hybridperf.analytical.roofline import RooflineResult, roofline
@@ -14,6 +15,7 @@ from hybridperf.analytical.scaled_counts import (
 
 __all__ = [
     "GPUPerfResult",
+    "HierarchyResult",
     "MWPCWPResult",
     "OccupancyResult",
     "RooflineResult",
@@ -21,6 +23,7 @@ __all__ = [
     "ScaledCountsResult",
     "calibrate_adjusting_weight",
     "gpuperf",
+    "hierarchy",
     "mwp_cwp",
     "occupancy",
     "roofline",

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hybridperf.analytical.gpuperf import gpuperf
+from hybridperf.analytical.hierarchy import LEVELS, hierarchy
 from hybridperf.analytical.launch import launch_state
 from hybridperf.analytical.mwp_cwp import REGIMES, mwp_cwp
 from hybridperf.analytical.occupancy import occupancy
@@ -25,8 +26,8 @@ __all__ = ["MODELS", "TIME_MODELS", "Analysis", "analyze", "check_models"]
 
 # The one registry of model names: every analytical model ``analyze`` runs, and (in order of
 # preference on ties) those that predict a time, which a hybrid model can use as its baseline.
-MODELS = ("occupancy", "mwp-cwp", "gpuperf", "scaled-counts", "roofline", "ryoo")
-TIME_MODELS = ("mwp-cwp", "gpuperf", "scaled-counts", "roofline")
+MODELS = ("occupancy", "mwp-cwp", "gpuperf", "scaled-counts", "roofline", "hierarchical", "ryoo")
+TIME_MODELS = ("mwp-cwp", "gpuperf", "scaled-counts", "roofline", "hierarchical")
 
 
 def check_models(names: Sequence[str], allowed: Sequence[str] = MODELS) -> list[str]:
@@ -71,6 +72,11 @@ class Analysis:
             out["roofline_ms"] = t["roofline"]["time_ms"].to_numpy()
             bound = np.where(t["roofline"]["memory_bound"].to_numpy(), "memory", "compute")
             out["roofline_bound"] = np.where(self.feasible, bound, "")  # no label for what cannot launch
+        if "hierarchical" in t:
+            h = t["hierarchical"]
+            out["hierarchical_ms"] = h["time_ms"].to_numpy()
+            lim = h["limiter"].to_numpy()
+            out["hierarchical_limiter"] = [LEVELS[int(i)] if ok and i >= 0 else "" for i, ok in zip(lim, self.feasible)]
         if self.register_spill.any():
             out["register_spill"] = self.register_spill
         out["status"] = np.where(self.feasible, "ok", "infeasible: " + self.reason.astype(str))
@@ -105,6 +111,7 @@ def analyze(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[
     # A descriptor's register count is an estimate; nvcc never exceeds the architecture's maximum, it
     # spills the rest to local memory. Clamp (and report the spill) instead of calling the launch infeasible.
     spill = prof.registers_per_thread > gpu.limits.max_registers_per_thread
+    spilled = np.maximum(prof.registers_per_thread - gpu.limits.max_registers_per_thread, 0.0)
     if spill.any():
         prof = dataclasses.replace(prof, registers_per_thread=np.minimum(prof.registers_per_thread,
                                                                          gpu.limits.max_registers_per_thread))
@@ -125,6 +132,8 @@ def analyze(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[
                 df = scaled_counts(prof, gpu, launch=st, adjusting_weight=adjusting_weight).to_frame()
             elif m == "roofline":
                 df = roofline(prof, gpu, launch=st).to_frame()
+            elif m == "hierarchical":
+                df = hierarchy(prof, gpu, launch=st, spilled_registers=spilled).to_frame()
             else:
                 df = ryoo_metrics(prof.ryoo_instr, prof.ryoo_regions, prof.total_threads,
                                   prof.threads_per_block, st.active_blocks_per_sm, gpu.warp_size).to_frame()

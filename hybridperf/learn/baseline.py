@@ -9,6 +9,7 @@ import pandas as pd
 
 from hybridperf.analytical.run import TIME_MODELS
 from hybridperf.errors import HybridperfError
+from hybridperf.learn.calibration import affine_fit
 
 __all__ = ["BASELINE_COLUMN", "GROUP_COLUMNS", "add_baseline", "add_group_ids", "baseline_column", "choose_baselines",
            "fallback_baseline", "size_groups"]
@@ -36,9 +37,13 @@ def choose_baselines(features: pd.DataFrame, time_ms: np.ndarray, kernels: np.nd
     """Per kernel, the baseline whose shape best fits the measured times once scaled per (kernel, gpu).
 
     With ``sizes`` (one problem size per row) and at least three distinct sizes in a kernel, the
-    score is extrapolation-aware, as the product's main use is unseen larger sizes: the scale is
-    fitted on the smaller two thirds of that kernel's sizes and the median absolute log error is
-    measured on the largest third. Otherwise the score is the spread of the log errors after the per-pair scale.
+    score is extrapolation-aware, as the product's main use is unseen larger sizes: each pair's
+    calibration is fitted on the smaller two thirds of that kernel's sizes and the median absolute
+    log error is measured on the largest third, with the better of the two calibrations the hybrid
+    applies, one scale or overhead + scale (:func:`hybridperf.learn.calibration.affine_fit`): a fixed
+    per-launch cost (timer, framework) dominates small sizes, and a scale alone fitted there judges
+    every baseline by how well it mimics that cost rather than the kernel. Otherwise the score is the
+    spread of the log errors after the per-pair scale.
     Returns the mapping and the fallback for kernels never trained (:func:`fallback_baseline`).
     """
     logy = np.log(np.asarray(time_ms, dtype=np.float64))
@@ -46,13 +51,14 @@ def choose_baselines(features: pd.DataFrame, time_ms: np.ndarray, kernels: np.nd
     pairs = np.char.add(np.char.add(kernels, "|"), np.asarray(gpus).astype(str))
     scores: dict[str, dict[str, float]] = {}
     for name in TIME_MODELS:
-        resid = logy - features[baseline_column(name)].to_numpy(dtype=np.float64)
+        base = features[baseline_column(name)].to_numpy(dtype=np.float64)
+        resid = logy - base
         for k in np.unique(kernels):
             m = kernels == k
             if not np.all(np.isfinite(resid[m])):
                 continue
             if sizes is not None and len(np.unique(sizes[m])) >= 3:
-                score = _forward_error(resid[m], pairs[m], np.asarray(sizes, dtype=np.float64)[m])
+                score = _forward_error(resid[m], base[m], pairs[m], np.asarray(sizes, dtype=np.float64)[m])
             else:
                 score = _spread(resid[m], pairs[m])
             scores.setdefault(k, {})[name] = score
@@ -80,15 +86,27 @@ def fallback_baseline(features: pd.DataFrame, time_ms: np.ndarray, kernels: np.n
     return min(errors, key=errors.get)
 
 
-def _forward_error(resid: np.ndarray, pairs: np.ndarray, sizes: np.ndarray) -> float:
-    """Median absolute log error on the largest third of sizes after a per-pair scale (the mean
-    residual) fitted on the rest. A median, because one model's tail on a few shapes (e.g. GPUPerf's
-    serialization term) should not outvote its fit everywhere else."""
+def _forward_error(resid: np.ndarray, base: np.ndarray, pairs: np.ndarray, sizes: np.ndarray) -> float:
+    """Median absolute log error on the largest third of sizes after a per-pair calibration fitted on the
+    rest: the better of one scale (the mean residual) and overhead + scale
+    (:func:`~hybridperf.learn.calibration.affine_fit`, where the pair's runs allow it). A median, because one
+    model's tail on a few shapes (e.g. GPUPerf's serialization term) should not outvote its fit everywhere
+    else; the better of the two, because an overhead fitted on small sizes can extrapolate worse than a
+    scale alone (the overhead soaks up a trend of the small sizes) or much better (a fixed per-launch cost)."""
     cut = np.quantile(np.unique(sizes), 2 / 3)
     fit, test = sizes <= cut, sizes > cut
-    scale = pd.Series(resid[fit]).groupby(pairs[fit]).mean()
-    off = pd.Series(pairs[test]).map(scale).fillna(float(np.mean(resid[fit]))).to_numpy()
-    return float(np.median(np.abs(resid[test] - off)))
+    scale = np.full(int(test.sum()), float(np.mean(resid[fit])))
+    affine = scale.copy()
+    for pair in np.unique(pairs[test]):
+        f, t = fit & (pairs == pair), (pairs == pair)[test]
+        if not f.any():
+            continue
+        scale[t] = float(np.mean(resid[f]))
+        fitted = affine_fit(base[f], resid[f])
+        log_s, over = fitted if fitted is not None else (scale[t][0], 0.0)
+        with np.errstate(over="ignore"):
+            affine[t] = np.log(np.exp(log_s) + over * np.exp(-base[test][t]))
+    return min(float(np.median(np.abs(resid[test] - off))) for off in (scale, affine))
 
 
 def add_baseline(features: pd.DataFrame, kernels: np.ndarray, mapping: Mapping[str, str],

@@ -13,7 +13,7 @@ import pandas as pd
 from hybridperf.analytical.run import analyze
 from hybridperf.errors import HybridperfError
 from hybridperf.files import atomic_write_text
-from hybridperf.hardware import MODEL_KEYS, SPEC_KEYS, GPUSpec, load_gpu
+from hybridperf.hardware import MODEL_KEYS, OPTIONAL_MODEL_KEYS, OPTIONAL_SPEC_KEYS, SPEC_KEYS, GPUSpec, load_gpu
 from hybridperf.progress import task
 from hybridperf.sweep import param_columns, training_rows
 
@@ -115,10 +115,12 @@ def write_gpu_spec(gpu: GPUSpec, path: str | Path, *, name: str | None = None) -
     """Write a spec file (the format of hybridperf/gpus) atomically, e.g. after calibration."""
     lines = ["format_version = 1", f"name = {_toml_str(name or gpu.name)}",
              f"compute_capability = {_toml_str(gpu.compute_capability)}", "", "[spec]"]
-    for section, keys in (("spec", SPEC_KEYS), ("model", MODEL_KEYS)):
+    for section, keys in (("spec", SPEC_KEYS + OPTIONAL_SPEC_KEYS), ("model", MODEL_KEYS + OPTIONAL_MODEL_KEYS)):
         if section == "model":
             lines += ["", "[model]"]
         for k in keys:
+            if getattr(gpu, k) is None:
+                continue
             source = _toml_str(gpu.sources.get(f"{section}.{k}", "unknown"))
             lines.append(f"{k} = {{ value = {float(getattr(gpu, k))!r}, source = {source} }}")
     return atomic_write_text(path, "\n".join(lines) + "\n")

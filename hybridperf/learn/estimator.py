@@ -81,6 +81,15 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         extrapolation: its interval uses the forward scores (see ``fit``'s ``groups``). A single
         string is a regular expression matched against the column names (like scikit-learn's
         ``make_column_selector(pattern=...)``).
+    transfer : bool
+        With a baseline, two or more group columns and a last-column group (a kernel) seen with two or
+        more first-column groups (GPUs): also fit a transfer regressor for first-column groups never
+        trained (a GPU with no runs). Its calibration stops at the second column (per kernel, overhead
+        + scale with ``calibration="affine"``), so the regressor, which never sees the first column's
+        id, must explain the differences between GPUs from the other columns (hardware ratios, the
+        analytical terms): it learns the fraction of the baseline each GPU reaches, the quantity
+        NeuSight (Lee et al., ASPLOS 2025) showed to carry over to unseen GPUs. Rows of a known
+        first-column group are predicted as without it.
 
     Attributes
     ----------
@@ -88,6 +97,9 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     offset_ : float, overall log-space scale (calibrated mode, or with group_columns; 0 otherwise).
     group_offsets_ : list of {group id: (log scale, overhead)}, one per group column (overhead 0
         except for affine-calibrated groups of the first column).
+    transfer_regressor_ : the transfer regressor (``transfer``; None when not fitted).
+    transfer_offsets_, transfer_offset_ : its per-group calibration tables (second group column on)
+        and overall offset.
     residual_weight_ : float, overall weight of the learned residual (1 unless shrink_residual).
     residual_weights_ : {group id: weight} for the last group column.
     oof_abs_log_errors_ : sorted out-of-fold |log(pred/measured)| from random folds: the conformal
@@ -101,7 +113,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     def __init__(self, *, regressor: Any = None, baseline_column: int | str | None = None, mode: str = "hybrid",
                  coverage: float | None = 0.9, n_splits: int = 5, random_state: int | None = 0,
                  group_columns: Any = None, shrink_residual: bool = False, calibration: str = "scale",
-                 extrapolation_columns: Any = None) -> None:
+                 extrapolation_columns: Any = None, transfer: bool = False) -> None:
         self.regressor = regressor
         self.baseline_column = baseline_column
         self.mode = mode
@@ -112,6 +124,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         self.shrink_residual = shrink_residual
         self.calibration = calibration
         self.extrapolation_columns = extrapolation_columns
+        self.transfer = transfer
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -179,6 +192,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
             raise ValueError("the baseline column has NaN/inf rows (infeasible configs?); drop them before fitting")
         target = np.log(y) - base
         self.group_offsets_, self.offset_, self.regressor_ = self._fit_core(X, target, w)
+        self._fit_transfer(X, target, w)
         finite = np.where(np.isfinite(X), X, np.nan)
         with np.errstate(all="ignore"):
             self.feature_min_ = np.nanmin(np.where(np.isnan(finite), np.inf, finite), axis=0)
@@ -204,6 +218,31 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         if self.coverage is not None:
             self._keep_heldout(X, np.log(y), base, rnd, rnd_splits, fwd, fwd_splits)
         return self
+
+    def _fit_transfer(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None) -> None:
+        """The transfer regressor and its calibration (see ``transfer``), or None where it does not apply."""
+        self.transfer_regressor_ = None
+        self.transfer_offsets_: list[GroupTable] = []
+        self.transfer_offset_ = 0.0
+        idx = self._group_indices()
+        if not (self.transfer and self.mode == "hybrid" and len(idx) >= 2 and self._baseline_index() is not None):
+            return
+        first, last = X[:, idx[0]], X[:, idx[-1]]
+        ok = np.isfinite(first) & np.isfinite(last)
+        spread = pd.Series(first[ok]).groupby(last[ok]).nunique()
+        if not (spread >= 2).any():
+            return
+        self.transfer_offsets_, self.transfer_offset_ = fit_offsets(
+            [X[:, j] for j in idx[1:]], target, w, self._base(X), affine=self.calibration == "affine")
+        Xt = self._without_first_group(X)
+        off = apply_offsets([X[:, j] for j in idx[1:]], self.transfer_offsets_, self.transfer_offset_, self._base(X))
+        self.transfer_regressor_ = self._fit_one(Xt, target - off, w)
+
+    def _without_first_group(self, X: np.ndarray) -> np.ndarray:
+        """X with the first group column (e.g. the (kernel, GPU) id) missing, so no tree can split on it."""
+        Xt = X.copy()
+        Xt[:, self._group_indices()[0]] = np.nan
+        return Xt
 
     def _keep_heldout(self, X: np.ndarray, logy: np.ndarray, base: np.ndarray, rnd: tuple, rnd_splits: list | None,
                       fwd: tuple, fwd_splits: list | None) -> None:
@@ -313,6 +352,15 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         out = self._base(X) + self._offsets(X, self.group_offsets_, self.offset_)
         if self.regressor_ is not None:
             out = out + self._weights(X) * self.regressor_.predict(X)
+        if getattr(self, "transfer_regressor_", None) is not None:
+            idx = self._group_indices()
+            unseen = ~pd.Series(X[:, idx[0]]).isin(list(self.group_offsets_[0])).to_numpy()
+            if unseen.any():
+                Xu = X[unseen]
+                off = apply_offsets([Xu[:, j] for j in idx[1:]], self.transfer_offsets_, self.transfer_offset_,
+                                    self._base(Xu))
+                out[unseen] = (self._base(Xu) + off + self._weights(Xu)
+                               * self.transfer_regressor_.predict(self._without_first_group(Xu)))
         return out
 
     def predict(self, X: npt.ArrayLike) -> np.ndarray:

@@ -44,6 +44,9 @@ def estimator_to_dict(est: HybridRegressor) -> dict[str, Any]:
         "feature_max_": encode_array(est.feature_max_),
         "extrapolation_mask_": [bool(v) for v in est.extrapolation_mask_],
         "booster": booster_to_json(est.regressor_),
+        "transfer_offsets_": [[[k, v[0], v[1]] for k, v in sorted(t.items())] for t in est.transfer_offsets_],
+        "transfer_offset_": float(est.transfer_offset_),
+        "transfer_booster": None if est.transfer_regressor_ is None else booster_to_json(est.transfer_regressor_),
     }
 
 
@@ -74,6 +77,8 @@ def estimator_from_dict(cls: type[HybridRegressor], doc: Any) -> HybridRegressor
         est.feature_min_ = decode_array(doc["feature_min_"], "feature_min_")
         est.feature_max_ = decode_array(doc["feature_max_"], "feature_max_")
         est.extrapolation_mask_ = np.array([bool(v) for v in doc["extrapolation_mask_"]], dtype=bool)
+        est.transfer_offsets_ = [{float(k): (float(a), float(b)) for k, a, b in t} for t in doc["transfer_offsets_"]]
+        est.transfer_offset_ = float(doc["transfer_offset_"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFileError(f"model file estimator state is malformed ({type(exc).__name__}: {exc}); "
                              "retrain the model") from None
@@ -81,4 +86,6 @@ def estimator_from_dict(cls: type[HybridRegressor], doc: Any) -> HybridRegressor
                                          == len(est.extrapolation_mask_) == n):
         raise ModelFileError(f"model file per-feature arrays do not match its {n} features; retrain the model")
     est.regressor_ = booster_from_json(doc.get("booster"), n) if est.mode in ("hybrid", "boosting") else None
+    transfer = doc.get("transfer_booster")
+    est.transfer_regressor_ = None if transfer is None or est.mode != "hybrid" else booster_from_json(transfer, n)
     return est

@@ -9,9 +9,10 @@ import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from hybridperf.analytical.hierarchy import LEVELS
 from hybridperf.analytical.run import MODELS, TIME_MODELS, analyze
 from hybridperf.errors import HybridperfError
-from hybridperf.hardware import load_gpu
+from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, parse_kernel_text, resolve_kernels
 from hybridperf.learn.baseline import (
     BASELINE_COLUMN,
@@ -24,9 +25,10 @@ from hybridperf.learn.baseline import (
 from hybridperf.learn.domain import training_domain
 from hybridperf.sweep import param_columns, size_metric
 
-__all__ = ["FEATURE_VERSION", "PARAM_FEATURE_PREFIXES", "SweepFeatures", "analytical_features", "descriptor_params"]
+__all__ = ["FEATURE_VERSION", "PARAM_FEATURE_PREFIXES", "SweepFeatures", "analytical_features", "descriptor_params",
+           "gpu_features"]
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 # Columns of the "params" feature set: the parameters themselves and the GPU's datasheet fields.
 PARAM_FEATURE_PREFIXES = ("size.", "config.", "log2_size.", "gpu_")
 _LIMITERS = {"warps": 0.0, "registers": 1.0, "shared memory": 2.0, "blocks": 3.0}
@@ -59,9 +61,10 @@ def _group_features(desc: KernelDescriptor, gpu_name: str, rows: pd.DataFrame) -
     res = analyze(desc, gpu, params.reset_index(drop=True), models=MODELS)
     t = res.terms
     mc, gp, sc, rf = t["mwp-cwp"], t["gpuperf"], t["scaled-counts"], t["roofline"]
-    oc, ry = t["occupancy"], t["ryoo"]
+    oc, ry, hi = t["occupancy"], t["ryoo"], t["hierarchical"]
     prof = res.profile
-    times = {"mwp-cwp": mc.time_ms, "gpuperf": gp.time_ms, "scaled-counts": sc.raw_time_ms, "roofline": rf.time_ms}
+    times = {"mwp-cwp": mc.time_ms, "gpuperf": gp.time_ms, "scaled-counts": sc.raw_time_ms, "roofline": rf.time_ms,
+             "hierarchical": hi.time_ms}
     f: dict[str, np.ndarray] = {baseline_column(m): _log(times[m].to_numpy()) for m in TIME_MODELS}
     f.update({
         "log_roofline_bound_ms": _log(rf.bound_ms.to_numpy()),
@@ -90,14 +93,58 @@ def _group_features(desc: KernelDescriptor, gpu_name: str, rows: pd.DataFrame) -
     f["log_blocks"] = _log(prof.blocks)
     f["log_dram_bytes"] = _log(prof.dram_bytes)
     f["log_flops_total"] = _log(prof.flops * prof.total_threads)
-    for name in ("sm_count", "core_clock_mhz", "dram_bandwidth_gbs", "peak_fp32_gflops", "l2_cache_kib"):
-        f[f"gpu_{name}"] = np.full(len(rows), float(getattr(gpu, name)))
-    f["gpu_cc"] = np.full(len(rows), float(gpu.compute_capability))
-    f["gpu_smem_per_sm_kib"] = np.full(len(rows), gpu.limits.smem_per_sm_bytes / 1024)
+    f.update(_hierarchy_features(hi, prof, gpu))
+    f.update({k: np.full(len(rows), v) for k, v in gpu_features(gpu).items()})
     out = pd.DataFrame(f, index=rows.index)
     out["register_spill"] = res.register_spill.astype(np.float64)
     out["feasible"] = res.feasible.astype(np.float64)
     return out
+
+
+def _hierarchy_features(hi: pd.DataFrame, prof: Any, gpu: GPUSpec) -> dict[str, np.ndarray]:
+    """The hierarchical roofline's terms as ratios that mean the same on every GPU: each level's share of
+    the time, the limiting level, waves and tail, L2 reuse, spills, and the kernel's intensities over the
+    GPU's (NeuSight's insight: workload per SM over hardware per SM transfers across GPUs)."""
+    time = hi.time_ms.to_numpy()
+    cols = {"issue": "issue_ms", "fp32": "fp32_ms", "sfu": "sfu_ms", "shared memory": "smem_ms",
+            "load/store": "lsu_ms", "l2": "l2_ms", "dram": "dram_ms", "latency": "latency_ms"}
+    f = {f"h_share_{cols[level].removesuffix('_ms')}": hi[cols[level]].to_numpy() / time for level in LEVELS}
+    flops = prof.flops * prof.total_threads
+    dram = hi.dram_traffic_bytes.to_numpy()
+    f.update({
+        "log_hierarchical_bound_ms": _log(hi.bound_ms.to_numpy()),
+        "h_bound_share": hi.bound_ms.to_numpy() / time,
+        "h_limiter": hi.limiter.to_numpy(np.float64),
+        "log1p_h_full_waves": np.log1p(hi.full_waves.to_numpy()),
+        "h_tail_fraction": hi.tail_fraction.to_numpy(),
+        "h_l2_hit_ratio": hi.l2_hit_ratio.to_numpy(),
+        "h_spill_fraction": hi.spill_fraction.to_numpy(),
+        "log_h_dram_over_l2": _log(dram / hi.l2_traffic_bytes.to_numpy()),
+        "log_intensity_over_balance": _log(flops / dram / (gpu.peak_fp32_gflops / gpu.dram_bandwidth_gbs)),
+        "log_reuse_over_l2": _log(prof.reread_distance_bytes / (gpu.l2_cache_kib * 1024.0)),
+        "log_wave_bytes_over_l2": _log(dram / np.maximum(hi.full_waves.to_numpy() + (hi.tail_fraction.to_numpy() > 0),
+                                                        1.0) / (gpu.l2_cache_kib * 1024.0)),
+    })
+    return f
+
+
+def gpu_features(gpu: GPUSpec) -> dict[str, float]:
+    """The GPU as hardware ratios rather than an identity: bytes per FLOP at each level, SMs, clock, L2
+    and shared memory per SM (the quantities NeuSight normalises its tile features by), and the board
+    power, which decides whether a part sustains its boost clock (NaN where the spec does not give it)."""
+    peak = gpu.peak_fp32_gflops
+    smem_gbs = gpu.smem_bytes_per_cycle_per_sm * gpu.sm_count * gpu.core_clock_mhz / 1e3
+    return {
+        "gpu_dram_bytes_per_flop": gpu.dram_bandwidth_gbs / peak,
+        "gpu_l2_bytes_per_flop": gpu.l2_bandwidth_gbs / peak,
+        "gpu_smem_bytes_per_flop": smem_gbs / peak,
+        "gpu_sm_count": float(gpu.sm_count),
+        "gpu_core_clock_mhz": gpu.core_clock_mhz,
+        "gpu_l2_kib_per_sm": gpu.l2_cache_kib / gpu.sm_count,
+        "gpu_smem_per_sm_kib": gpu.limits.smem_per_sm_bytes / 1024,
+        "gpu_registers_per_lane": gpu.limits.registers_per_sm / gpu.fp32_lanes_per_sm,
+        "gpu_tdp_w": np.nan if gpu.tdp_w is None else float(gpu.tdp_w),  # power bounds the clock a part sustains
+    }
 
 
 def analytical_features(df: pd.DataFrame, *, extra_params: Sequence[str] | None = None,

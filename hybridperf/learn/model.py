@@ -64,7 +64,7 @@ def make_model(*, baseline: str = "auto", mode: str = "hybrid", coverage: float 
         est = HybridRegressor(regressor=regressor, baseline_column=BASELINE_COLUMN, mode=mode, coverage=coverage,
                               random_state=random_state, group_columns=list(GROUP_COLUMNS),
                               shrink_residual=shrink_residual, calibration=calibration,
-                              extrapolation_columns=EXTRAPOLATION_COLUMNS)
+                              extrapolation_columns=EXTRAPOLATION_COLUMNS, transfer=True)
     return Pipeline([("features", features), ("hybrid", est)])
 
 

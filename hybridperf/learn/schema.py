@@ -132,6 +132,7 @@ _ESTIMATOR = _obj({
         "shrink_residual": {"type": "boolean"},
         "calibration": {"enum": list(CALIBRATIONS)},
         "extrapolation_columns": {"oneOf": [{"type": "null"}, _NAME, _array(_NAME, MAX_FEATURES)]},
+        "transfer": {"type": "boolean"},
     }),
     "n_features_in_": {"type": "integer", "minimum": 1, "maximum": MAX_FEATURES},
     "feature_names_in_": _array(_NAME, MAX_FEATURES),
@@ -146,6 +147,10 @@ _ESTIMATOR = _obj({
     "feature_max_": _numbers(nullable=True, max_items=MAX_FEATURES),
     "extrapolation_mask_": _array({"type": "boolean"}, MAX_FEATURES),
     "booster": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
+    "transfer_offsets_": _array(_array(_array(_FINITE, 3, minItems=3, prefixItems=[
+        _ID, _LOG, {"type": "number", "minimum": 0, "maximum": 1e12}]), _MAX_ITEMS), 10),
+    "transfer_offset_": _LOG,
+    "transfer_booster": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
 })
 
 _INTERVALS = _obj({

@@ -4,8 +4,8 @@ Floors of a launch (independent of every model): DRAM bytes / peak DRAM bandwidt
 FP32 rate, and issue-limited instruction time, every warp instruction (``comp_insts`` + global
 memory instructions) issued at the SM's FP32 lane rate (warp_size / fp32_lanes_per_sm cycles),
 spread over the active SMs. The roofline is held to the first two only: it models FLOPs and bytes,
-not instructions (an instruction ceiling is a later baseline, issue 11 section 2). Scaled counts
-is held to all three.
+not instructions. Scaled counts and the hierarchical roofline (whose issue level is that ceiling) are
+held to all three.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridperf.analytical.gpuperf import gpuperf
+from hybridperf.analytical.hierarchy import hierarchy
 from hybridperf.analytical.launch import launch_state
 from hybridperf.analytical.mwp_cwp import mwp_cwp
 from hybridperf.analytical.roofline import roofline
@@ -52,6 +53,7 @@ def model_times_ms(prof: KernelProfile, gpu: GPUSpec) -> dict[str, np.ndarray]:
         "gpuperf": gpuperf(prof, gpu, launch=st_).time_ms,
         "scaled-counts": scaled_counts(prof, gpu, launch=st_).time_ms,
         "roofline": roofline(prof, gpu, launch=st_).time_ms,
+        "hierarchical": hierarchy(prof, gpu, launch=st_).time_ms,
     }
 
 
@@ -117,7 +119,7 @@ def test_analyze_never_below_physical_floors(data: st.DataObject, name: str, gpu
     """The same property through the dispatcher users call (constraints, spills, NaN masking)."""
     kernel = KERNELS[name]
     a = analyze(kernel, gpu, data.draw(config_rows(kernel)),
-                models=("mwp-cwp", "gpuperf", "scaled-counts", "roofline"))
+                models=("mwp-cwp", "gpuperf", "scaled-counts", "roofline", "hierarchical"))
     times = {m: a.terms[m]["time_ms"].to_numpy(dtype=np.float64) for m in a.terms}
     assert not violations(times, floors_ms(a.profile, gpu), a.feasible)
     assert all(np.isnan(t[~a.feasible]).all() for t in times.values())

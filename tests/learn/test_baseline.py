@@ -35,3 +35,19 @@ def test_size_groups_are_ordered_bands() -> None:
     g = size_groups(size)
     assert g is not None and (np.diff(g) >= 0).all() and len(np.unique(g)) == 5
     assert size_groups(np.array([4.0, 4.0, 8.0])) is None and size_groups(None) is None
+
+
+def test_a_fixed_launch_cost_does_not_hide_the_right_shape() -> None:
+    # Measured: 30 us of fixed cost plus time linear in size (NeuSight's timings through PyTorch). Roofline has
+    # the kernel's linear shape; mwp-cwp a square-root one that mimics the cost-dominated small sizes. Scaled
+    # alone on the smaller sizes, the linear baseline extrapolates 2-8x too slow; with overhead + scale it is
+    # exact, so the extrapolation-aware choice must prefer it.
+    rng = np.random.default_rng(1)
+    size = np.geomspace(1e3, 1e8, 300)
+    y = (0.03 + 1e-7 * size) * np.exp(rng.normal(0, 0.01, len(size)))
+    cols = {baseline_column(m): 0.5 * np.log(size) for m in TIME_MODELS}
+    cols[baseline_column("roofline")] = np.log(1e-7 * size)
+    cols[baseline_column("mwp-cwp")] = np.log(1e-5 * np.sqrt(size))
+    kernels, gpus = np.array(["k"] * len(size)), np.array(["g"] * len(size))
+    mapping, _ = choose_baselines(pd.DataFrame(cols), y, kernels, gpus, size)
+    assert mapping == {"k": "roofline"}

@@ -86,3 +86,21 @@ def test_sklearn_clone_and_state_round_trip(titanv: pd.DataFrame) -> None:
     back = SweepFeatures.from_dict(ft.to_dict())
     pd.testing.assert_frame_equal(back.transform(titanv), ft.transform(titanv))
     assert back.domain_ == ft.domain_ and back.baselines_ == ft.baselines_
+
+
+def test_hierarchy_terms_are_shares_and_the_gpu_enters_as_ratios() -> None:
+    from hybridperf.hardware import load_gpu
+    from hybridperf.learn.features import analytical_features, gpu_features
+
+    rows = pd.DataFrame({"kernel": "clblast-xgemm", "gpu": ["gtx-680", "titan-rtx"], "size.M": 1024.0,
+                         "size.N": 1024.0, "size.K": 1024.0})
+    f = analytical_features(rows)
+    shares = f[[c for c in f.columns if c.startswith("h_share_")]].to_numpy()
+    assert shares.shape[1] == 8 and (shares >= 0).all() and (shares <= 1 + 1e-12).all()
+    assert (shares.max(axis=1) > 0.9).all()  # the limiting level: all but the launch overhead and tail
+    assert not any(c in f.columns for c in ("gpu_peak_fp32_gflops", "gpu_dram_bandwidth_gbs", "gpu_cc"))
+    a100 = load_gpu("a100-pcie-40gb")
+    g = gpu_features(a100)
+    assert g["gpu_dram_bytes_per_flop"] == pytest.approx(1555 / 19492)
+    assert g["gpu_l2_kib_per_sm"] == pytest.approx(40960 / 108) and g["gpu_tdp_w"] == 250
+    assert np.isnan(gpu_features(load_gpu("quadro-fx5600"))["gpu_tdp_w"])  # no board power in that spec

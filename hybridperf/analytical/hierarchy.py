@@ -1,0 +1,215 @@
+"""Hierarchical roofline with waves: memory levels and SM pipes per wave, tail wave, latency, L2 reuse, spills."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hybridperf.analytical._terms import Terms
+from hybridperf.analytical.launch import LaunchState, launch_state
+from hybridperf.arrays import FloatArray
+from hybridperf.hardware import GPUSpec
+from hybridperf.profile import KernelProfile
+
+__all__ = ["LEVELS", "HierarchyResult", "hierarchy"]
+
+# The resources a wave can be limited by, in the order of HierarchyResult.limiter's codes.
+LEVELS = ("issue", "fp32", "sfu", "shared memory", "load/store", "l2", "dram", "latency")
+SECTOR_BYTES = 32.0
+
+
+@dataclass(frozen=True, slots=True)
+class HierarchyResult(Terms):
+    """Traffic at each level (bytes, whole launch), each level's time (ms, whole launch, waves
+    included), the wave geometry, the limiting level of the full waves and the time.
+
+    ``*_ms`` of a level is the time the launch would take were that level its only limit; ``time_ms``
+    is the sum over waves of the slowest level of each wave, plus the launch overhead.
+    """
+
+    dram_traffic_bytes: FloatArray
+    l2_traffic_bytes: FloatArray
+    l2_hit_ratio: FloatArray
+    smem_traffic_bytes: FloatArray
+    lsu_traffic_bytes: FloatArray
+    spill_bytes: FloatArray
+    spill_fraction: FloatArray
+    issue_ms: FloatArray
+    fp32_ms: FloatArray
+    sfu_ms: FloatArray
+    smem_ms: FloatArray
+    lsu_ms: FloatArray
+    l2_ms: FloatArray
+    dram_ms: FloatArray
+    latency_ms: FloatArray
+    full_waves: FloatArray
+    tail_fraction: FloatArray
+    wave_efficiency: FloatArray
+    limiter: npt.NDArray[np.int64]
+    bound_ms: FloatArray
+    time_ms: FloatArray
+
+
+def _per_block_cycles(p: KernelProfile, gpu: GPUSpec, st: LaunchState, spill_insts: FloatArray) -> list[FloatArray]:
+    """Cycles one block occupies each SM-local resource: issue, FP32, SFU, shared memory, load/store."""
+    wpb = st.warps_per_block
+    ws = float(gpu.warp_size)
+    mem = p.coal_mem_insts + p.uncoal_mem_insts
+    insts = p.comp_insts + p.sfu_insts + mem + spill_insts
+    issue = insts * wpb / gpu.issue_per_cycle_per_sm
+    fp32 = np.maximum(p.fp_insts * wpb * ws, p.flops * p.threads_per_block / 2.0) / gpu.fp32_lanes_per_sm
+    sfu = p.sfu_insts * wpb * ws / gpu.sfu_per_sm
+    smem_bytes = p.smem_bytes / np.maximum(p.blocks, 1.0)
+    smem = np.maximum(p.smem_insts * wpb, smem_bytes / gpu.smem_bytes_per_cycle_per_sm)
+    lsu_bytes = _lsu_bytes_per_warp(p, spill_insts, gpu.warp_size) * wpb
+    lsu = np.maximum((mem + spill_insts) * wpb, lsu_bytes / gpu.l1_bytes_per_cycle_per_sm)
+    return [issue, fp32, sfu, smem, lsu]
+
+
+def _lsu_bytes_per_warp(p: KernelProfile, spill_insts: FloatArray, warp_size: int) -> FloatArray:
+    """Bytes the load/store units move per warp: the global accesses' sectors (coalesced:
+    ``load_bytes_per_warp``; uncoalesced: ``uncoal_per_mw`` 32 B sectors) and the 4-byte spill accesses."""
+    sectors = p.coal_mem_insts * p.load_bytes_per_warp + p.uncoal_mem_insts * p.uncoal_per_mw * SECTOR_BYTES
+    return sectors + spill_insts * warp_size * 4.0
+
+
+def _latency_cycles(p: KernelProfile, gpu: GPUSpec, l2_share: FloatArray, dram_share: FloatArray) -> FloatArray:
+    """One warp's critical path: its FP32 instructions at ``fp_latency_cycles`` over the ``ilp``
+    independent accumulation chains, its global accesses at the average access time of the hierarchy
+    (the L1 hit latency, plus the L2 share of the L2-L1 difference, plus the DRAM share of the DRAM-L2
+    difference; seed 000 Eq. 12 with one more level) over the ``mlp`` independent ones in flight, a
+    shared-memory round trip per barrier, and every other instruction one issue cycle; never below one
+    instruction per cycle."""
+    mem = p.coal_mem_insts + p.uncoal_mem_insts
+    insts = p.comp_insts + p.sfu_insts + mem
+    fp = np.minimum(p.fp_insts, p.comp_insts)
+    l1, l2, dram = gpu.l1_hit_latency_cycles, gpu.l2_hit_latency_cycles, gpu.dram_latency_cycles
+    amat = l1 + l2_share * max(l2 - l1, 0.0) + dram_share * max(dram - l2, 0.0)
+    chain = (fp * gpu.fp_latency_cycles / np.maximum(p.ilp, 1.0) + (insts - fp - mem)
+             + mem * amat / np.maximum(p.mlp, 1.0) + p.sync_insts * gpu.smem_latency_cycles)
+    return np.maximum(chain, insts)
+
+
+def _miss(capacity_bytes: float, distance_bytes: FloatArray) -> FloatArray:
+    """Share of re-reads an L2 of ``capacity_bytes`` misses when ``distance_bytes`` are touched between
+    two uses: 1 - capacity / distance, clipped to [0, 1] (the hit rate of a cache that keeps a random
+    capacity-sized part of a cyclic stream; an assumption, see the docstring of :func:`hierarchy`)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.clip(1.0 - capacity_bytes / np.where(distance_bytes > 0, distance_bytes, np.inf), 0.0, 1.0)
+
+
+def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None = None,
+              spilled_registers: npt.ArrayLike | None = None) -> HierarchyResult:
+    """Execution time as a hierarchical roofline quantised into waves of resident blocks.
+
+    A roofline per level of the hierarchy (Williams, Waterman and Patterson, CACM 2009, extended to
+    every level as the hierarchical roofline of Yang, Kurth and Williams, "Hierarchical Roofline
+    analysis for GPUs", CCPE 2020) applied per wave of blocks, as NeuSight's tile/wave decomposition
+    does (Lee, Phanishayee and Mahajan, ASPLOS 2025: latency = waves x time per wave, one wave = every
+    SM busy with its resident blocks). With r resident blocks per SM (occupancy, capped by the blocks
+    an SM receives) on S active SMs:
+
+        waves      W = B / (r S);  n_full = floor(W) full waves, a tail wave of b_t = B - n_full r S blocks
+                   on ceil(b_t / S) blocks per SM (wave quantization)
+        t(k, b)    = max(k C_issue, k C_fp32, k C_sfu, k C_smem, k C_lsu,
+                         b L2_block / BW_l2, b DRAM_block / BW_dram, C_latency)   cycles, for a wave of
+                   b blocks, k of them on the busiest SM
+        cycles     = n_full t(r, r S) + t(ceil(b_t / S), b_t)
+        time       = cycles / f_core + launch overhead
+
+    Per block (W = warps per block, w = warp size, per-thread counts from the descriptor):
+    C_issue = (comp + sfu + global + spill insts) W / issue rate (``issue_per_cycle_per_sm``; by
+    default the FP32 lane rate w / ``issue_cycles``, MWP-CWP's issue assumption);
+    C_fp32 = max(fp_insts W w, flops x threads / 2) / FP32 lanes; C_sfu = sfu_insts W w / SFU lanes;
+    C_smem = max(smem_insts W, smem bytes / ``smem_bytes_per_cycle_per_sm``) (one warp access per cycle,
+    wide vectors take several); C_lsu = max(global + spill insts, sector bytes /
+    ``l1_bytes_per_cycle_per_sm``) with sector bytes = coalesced x load_bytes_per_warp + uncoalesced x
+    uncoal_per_mw x 32 B per warp instruction. The latency chain C_latency is one warp's critical path:
+    ALU instructions at ``avg_inst_latency_cycles`` and shared-memory ones at ``smem_latency_cycles``
+    over ``ilp`` independent ones, global accesses at the L2 hit latency plus the DRAM share of the
+    DRAM-L2 latency difference over ``mlp``, a barrier one shared-memory latency (Hong and Kim's
+    per-warp memory and computation periods, ISCA 2009, without their overlap terms: the wave is as
+    slow as its slowest resource, or as one warp's chain when too few warps hide it).
+
+    Traffic: DRAM carries ``dram_bytes`` plus the re-reads ``reread_bytes`` that L2 misses, a share
+    1 - L2 / ``reread_distance_bytes`` (clipped to [0, 1]: an L2 holding a random part of a cyclic
+    stream; an assumption, not a paper's equation) plus spilled registers beyond what L2 holds; L2
+    carries max(``l2_bytes``, DRAM traffic) plus the spills.
+
+    Spills: registers the descriptor asks beyond ``max_registers_per_thread`` (``spilled_registers``,
+    given by the caller before the clamp) are spilled; a fraction f = spilled / asked of the
+    register accesses goes to local memory: 2 f ``comp_insts`` 4-byte accesses per thread (a
+    load and a store per spilled operand; an estimate), through the load/store units and L2, reaching
+    DRAM where the resident threads' spilled registers exceed L2.
+
+    Parameters
+    ----------
+    profile : KernelProfile
+        Launch resources and per-thread counts, with the hierarchy's byte counts (``smem_bytes``,
+        ``l2_bytes``, ``reread_bytes``, ``reread_distance_bytes``).
+    gpu : GPUSpec
+        Uses the SM count, core clock, DRAM and L2 bandwidth (GB/s), L2 size, lane counts, the
+        per-SM shared-memory and L1 bytes per cycle, the issue rate, latencies (cycles) and the
+        launch overhead (us).
+    launch : LaunchState, optional
+        Precomputed launch geometry.
+    spilled_registers : array_like, optional
+        Registers per thread beyond the architecture's maximum (default: the profile's excess).
+
+    Returns
+    -------
+    HierarchyResult
+        Unlaunchable rows (``launch.reason``) have NaN times.
+    """
+    st = launch if launch is not None else launch_state(profile, gpu)
+    p = profile
+    cap = float(gpu.limits.max_registers_per_thread)
+    asked = p.registers_per_thread
+    spilled = np.maximum(asked - cap, 0.0) if spilled_registers is None else \
+        np.broadcast_to(np.asarray(spilled_registers, dtype=np.float64), asked.shape)
+    frac = np.where(spilled > 0, spilled / np.maximum(np.minimum(asked, cap) + spilled, 1.0), 0.0)
+    spill_insts = 2.0 * frac * p.comp_insts
+    spill_bytes = spill_insts * 4.0 * p.total_threads
+    l2_capacity = gpu.l2_cache_kib * 1024.0
+    resident_threads = st.active_blocks_per_sm * st.active_sms * p.threads_per_block
+    reread_miss = _miss(l2_capacity, p.reread_distance_bytes)
+    spill_miss = _miss(l2_capacity, spilled * 4.0 * resident_threads)
+    dram = p.dram_bytes + p.reread_bytes * reread_miss + spill_bytes * spill_miss
+    l2 = np.maximum(p.l2_bytes, dram) + spill_bytes
+    lsu_bytes = _lsu_bytes_per_warp(p, spill_insts, gpu.warp_size) * st.total_warps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        l2_share = np.clip(np.where(lsu_bytes > 0, l2 / lsu_bytes, 1.0), 0.0, 1.0)
+        dram_share = np.clip(np.where(lsu_bytes > 0, dram / lsu_bytes, 1.0), 0.0, 1.0)
+    blocks = np.maximum(p.blocks, 1.0)
+    per_sm = _per_block_cycles(p, gpu, st, spill_insts)
+    clock_hz = gpu.core_clock_hz
+    per_block_global = [l2 / blocks / (gpu.l2_bandwidth_gbs * 1e9 / clock_hz),
+                        dram / blocks / (gpu.dram_bandwidth_gbs * 1e9 / clock_hz)]
+    chain = _latency_cycles(p, gpu, l2_share, dram_share)
+    r, s = st.active_blocks_per_sm, st.active_sms
+    with np.errstate(invalid="ignore"):
+        n_full = np.floor(st.rep + 1e-9)
+        tail_blocks = np.maximum(p.blocks - n_full * r * s, 0.0)
+        tail_per_sm = np.ceil(tail_blocks / s - 1e-9)
+        levels_full = [r * c for c in per_sm] + [r * s * c for c in per_block_global] + [chain]
+        levels_tail = [tail_per_sm * c for c in per_sm] + [tail_blocks * c for c in per_block_global] + [chain]
+        tail_on = tail_blocks > 0
+        level_cycles = [n_full * f + np.where(tail_on, t, 0.0) for f, t in zip(levels_full, levels_tail)]
+        cycles = n_full * np.max(levels_full, axis=0) + np.where(tail_on, np.max(levels_tail, axis=0), 0.0)
+        bound = np.max([blocks * c / s for c in per_sm] + [blocks * c for c in per_block_global], axis=0)
+        limiter = np.argmax(np.where(n_full > 0, np.array(levels_full), np.array(levels_tail)), axis=0)
+    to_ms = 1e3 / clock_hz
+    overhead_ms = gpu.launch_overhead_us * 1e-3
+    nan = np.where(st.launchable, 1.0, np.nan)
+    ms = [c * to_ms * nan for c in level_cycles]
+    return HierarchyResult(
+        dram_traffic_bytes=dram, l2_traffic_bytes=l2, l2_hit_ratio=1.0 - reread_miss,
+        smem_traffic_bytes=p.smem_bytes, lsu_traffic_bytes=lsu_bytes,
+        spill_bytes=spill_bytes, spill_fraction=frac,
+        issue_ms=ms[0], fp32_ms=ms[1], sfu_ms=ms[2], smem_ms=ms[3], lsu_ms=ms[4], l2_ms=ms[5], dram_ms=ms[6],
+        latency_ms=ms[7], full_waves=n_full * nan, tail_fraction=tail_blocks / (r * s),
+        wave_efficiency=st.rep / np.maximum(st.waves, 1.0), limiter=np.where(st.launchable, limiter, -1),
+        bound_ms=bound * to_ms * nan, time_ms=(cycles * to_ms + overhead_ms) * nan,
+    )
+

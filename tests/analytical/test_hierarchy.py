@@ -1,0 +1,89 @@
+"""The hierarchical roofline with waves: hand-computed cases, wave quantization, L2 reuse, spills, ILP."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from hybridperf.analytical.hierarchy import LEVELS, hierarchy
+from hybridperf.analytical.launch import launch_state
+from hybridperf.hardware import load_gpu
+from hybridperf.kernel import load_kernel
+from hybridperf.profile import KernelProfile
+
+GPU = load_gpu("a100-pcie-40gb")  # 108 SMs, 1410 MHz, 64 FP32 lanes, 1555 GB/s DRAM, 40 MiB L2
+
+
+def _fma_profile(blocks: float, **counts: float) -> KernelProfile:
+    """256-thread blocks of pure FP32 work (1000 FMAs per thread) unless counts say otherwise."""
+    values = dict(threads_per_block=256, blocks=blocks, registers_per_thread=32, smem_per_block_bytes=0,
+                  comp_insts=1000.0, coal_mem_insts=0.0, uncoal_mem_insts=0.0, ilp=8.0, dram_bytes=0.0)
+    values.update(counts)
+    return KernelProfile.from_values(**values)
+
+
+def test_one_full_wave_of_fp32_work_by_hand() -> None:
+    # 8 resident blocks of 8 warps per SM (2048 threads / 256); 108 x 8 blocks is exactly one wave.
+    prof = _fma_profile(108 * 8)
+    h = hierarchy(prof, GPU)
+    # Issue level: 1000 instructions x 8 warps x 8 blocks / (64 lanes / 32) per cycle = 32,000 cycles.
+    cycles = 1000 * 8 * 8 / 2
+    assert h.full_waves[0] == 1 and h.tail_fraction[0] == 0
+    assert LEVELS[h.limiter[0]] == "issue"
+    assert h.time_ms[0] == pytest.approx(cycles / (GPU.core_clock_mhz * 1e3) + GPU.launch_overhead_us * 1e-3)
+
+
+def test_tail_wave_costs_a_whole_wave_per_busiest_sm() -> None:
+    wave = 108 * 8
+    one, plus = (hierarchy(_fma_profile(b), GPU) for b in (wave, wave + 1))
+    overhead = GPU.launch_overhead_us * 1e-3
+    # One more block runs alone on one SM: the tail costs one block's issue time, 1/8 of a full wave.
+    assert plus.time_ms[0] - overhead == pytest.approx((one.time_ms[0] - overhead) * (1 + 1 / 8))
+    two = hierarchy(_fma_profile(2 * wave), GPU)
+    assert two.time_ms[0] - overhead == pytest.approx(2 * (one.time_ms[0] - overhead))
+
+
+def test_l2_keeps_rereads_it_can_hold() -> None:
+    l2 = GPU.l2_cache_kib * 1024
+    base = dict(coal_mem_insts=10.0, dram_bytes=1e8, reread_bytes=4e8)
+    fits = hierarchy(_fma_profile(864, reread_distance_bytes=l2 / 2, **base), GPU)
+    thrash = hierarchy(_fma_profile(864, reread_distance_bytes=l2 * 4, **base), GPU)
+    assert fits.dram_traffic_bytes[0] == pytest.approx(1e8)
+    assert fits.l2_hit_ratio[0] == 1
+    # A re-read distance four times the L2 misses 1 - 1/4 of the re-reads.
+    assert thrash.dram_traffic_bytes[0] == pytest.approx(1e8 + 4e8 * 0.75)
+    assert thrash.l2_traffic_bytes[0] == pytest.approx(5e8)  # l2_bytes defaults to dram + re-reads
+
+
+def test_spills_cost_time_and_grow_with_the_excess() -> None:
+    prof = _fma_profile(864, coal_mem_insts=4.0, dram_bytes=864 * 256 * 16.0)
+    times = [hierarchy(prof, GPU, spilled_registers=s) for s in (0.0, 8.0, 64.0)]
+    assert times[0].spill_bytes[0] == 0
+    assert 0 < times[1].spill_bytes[0] < times[2].spill_bytes[0]
+    assert times[0].time_ms[0] < times[1].time_ms[0] < times[2].time_ms[0]
+
+
+@pytest.mark.parametrize("name", ["clblast-xgemm", "neusight-gemm", "kt-convolution"])
+def test_more_ilp_never_slower(name: str) -> None:
+    k = load_kernel(name)
+    prof = k.profile({})
+    regs = np.minimum(prof.registers_per_thread, GPU.limits.max_registers_per_thread)
+    prof = dataclasses.replace(prof, registers_per_thread=regs)
+    st = launch_state(prof, GPU)
+    times = [hierarchy(dataclasses.replace(prof, ilp=np.full_like(prof.ilp, v)), GPU, launch=st).time_ms[0]
+             for v in (1.0, 4.0, 64.0)]
+    assert times[0] >= times[1] >= times[2]
+
+
+def test_unlaunchable_rows_have_no_time() -> None:
+    prof = _fma_profile(864, smem_per_block_bytes=10**9)  # no block fits on an SM
+    h = hierarchy(prof, GPU)
+    assert np.isnan(h.time_ms[0]) and np.isnan(h.bound_ms[0]) and h.limiter[0] == -1
+
+
+def test_time_is_never_below_the_bound() -> None:
+    k = load_kernel("clblast-xgemm")
+    prof = k.profile({"MWG": np.array([16, 64, 128.0]), "NWG": np.array([16, 64, 128.0])})
+    h = hierarchy(dataclasses.replace(prof, registers_per_thread=np.minimum(prof.registers_per_thread, 255)), GPU)
+    assert (h.time_ms >= h.bound_ms).all()

@@ -14,7 +14,7 @@ from _common import RESULTS, ROOT, error_vs_size_plot, header, md_table, scatter
 
 from hybridperf.evaluation.evaluate import ape_metrics, evaluate  # noqa: E402
 from hybridperf.evaluation.reproduce import run_checks  # noqa: E402
-from hybridperf.sweep import read_sweep  # noqa: E402
+from hybridperf.sweepfile import read_sweep  # noqa: E402
 
 REPORT_DEVIATION = {"seed004-matvec": 3.51, "seed004-dot": 8.74, "seed004-vecadd": 5.03, "seed004-matadd": 10.3}
 

@@ -30,6 +30,7 @@ from _common import RESULTS, header, md_table  # noqa: E402
 from hybridperf.datasets import load_dataset  # noqa: E402
 from hybridperf.evaluation.evaluate import ape_metrics, interval_metrics  # noqa: E402
 from hybridperf.evaluation.splits import split_indices  # noqa: E402
+from hybridperf.files import atomic_write_text  # noqa: E402
 from hybridperf.hardware import gpu_names  # noqa: E402
 from hybridperf.learn.estimator import default_booster  # noqa: E402
 from hybridperf.learn.features import analytical_features  # noqa: E402
@@ -143,8 +144,12 @@ def run_case(case: Case, rows_dir: Path | None = None) -> list[dict]:
              "bins": diagnose(p)} for sub, p in parts]
 
 
-def write(done: pd.DataFrame, new_rows: list[dict], ran: list[tuple[str, str, str]]) -> None:
-    """results/intervals.csv and .md: the cases run now replace their earlier lines."""
+def write(new_rows: list[dict], ran: list[tuple[str, str, str]], merge: bool) -> None:
+    """results/intervals.csv and .md: the cases run now replace their earlier lines; with ``merge`` the
+    other lines are those of the csv as it is now (so that runs of different cases side by side keep
+    each other's lines), else none."""
+    out_csv = RESULTS / "intervals.csv"
+    done = pd.read_csv(out_csv) if merge and out_csv.exists() else pd.DataFrame(columns=COLUMNS)
     new = pd.DataFrame(new_rows, columns=COLUMNS)
     if len(done):
         keep = [not any(r.case == c and r.split == s and (r.subset == sub or sub == "each") for c, s, sub in ran)
@@ -153,7 +158,7 @@ def write(done: pd.DataFrame, new_rows: list[dict], ran: list[tuple[str, str, st
     table = pd.concat([done, new], ignore_index=True) if len(done) else new
     order = {s: i for i, s in enumerate(("S1", "S2", "S4", "S6"))}
     table = table.sort_values(["split", "case", "subset"], key=lambda c: c.map(order) if c.name == "split" else c)
-    table.to_csv(RESULTS / "intervals.csv", index=False)
+    atomic_write_text(out_csv, table.to_csv(index=False))
     ok90 = table["cover90"].between(85, 95)
     ok80 = table["cover80"].between(75, 85)
     s1 = table[table.split == "S1"]
@@ -166,7 +171,7 @@ def write(done: pd.DataFrame, new_rows: list[dict], ran: list[tuple[str, str, st
             "share, its calibration scores, its 90% quantile of |log error| / sigma and the test rows' own (far apart: "
             "the calibration's held-out fits were not exchangeable with this test).\n",
             md_table(table[["case", "split", "subset", "bins"]].fillna(""))]
-    (RESULTS / "intervals.md").write_text("\n".join(text) + "\n")
+    atomic_write_text(RESULTS / "intervals.md", "\n".join(text) + "\n")
 
 
 def main(argv: list[str]) -> None:
@@ -177,8 +182,6 @@ def main(argv: list[str]) -> None:
         rows_dir.mkdir(parents=True, exist_ok=True)
         argv = argv[:i] + argv[i + 2:]
     words = argv
-    out_csv = RESULTS / "intervals.csv"
-    done = pd.read_csv(out_csv) if out_csv.exists() and words else pd.DataFrame(columns=COLUMNS)
     new_rows: list[dict] = []
     ran: list[tuple[str, str, str]] = []
     for case in cases():
@@ -189,7 +192,7 @@ def main(argv: list[str]) -> None:
         new_rows += lines
         ran.append((name, split, subset))
         print(pd.DataFrame(lines, columns=COLUMNS).drop(columns="bins").round(3).to_string(index=False), flush=True)
-        write(done, new_rows, ran)  # after every case: a cut-off run keeps what it measured
+        write(new_rows, ran, merge=bool(words))  # after every case: a cut-off run keeps what it measured
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from hybridperf.cc_limits import CC_INT_KEYS, MAX_LIMIT_VALUE, MAX_SPEC_VALUE, CCLimits, in_range, load_cc_limits
 from hybridperf.errors import HybridperfError, SpecError, UnknownGPUError
 from hybridperf.tomlfile import load_folder, read_document
 from hybridperf.userconfig import config_gpu_path
@@ -36,67 +37,7 @@ __all__ = [
 FORMAT_VERSION = 1
 # Folders or spec files searched for GPU names before the shipped specs, separated like PATH.
 GPU_PATH_ENV = "HYBRIDPERF_GPU_PATH"
-# Largest value a spec field may hold: far above any real GPU (bandwidths ~1e4 GB/s, clocks ~1e3 MHz,
-# peak rates ~1e6 GFLOP/s); it keeps sums and products of spec values finite.
-MAX_SPEC_VALUE = 1e12
-MAX_LIMIT_VALUE = 2**31 - 1
-
-
-def _in_range(v: Any, hi: float) -> bool:
-    """A real number (not bool) in [0, hi]; False for NaN, infinities and integers too large for a float."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return False
-    try:
-        return 0 <= float(v) <= hi
-    except OverflowError:
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class CCLimits:
-    """Per-SM limits and allocation granularities of one compute capability.
-
-    Sizes are in bytes, registers in 32-bit registers, granularities in warps.
-    Source: CUDA C++ Programming Guide, "Technical Specifications per Compute Capability",
-    and the CUDA Occupancy Calculator.
-    """
-
-    compute_capability: str
-    warp_size: int
-    warp_schedulers_per_sm: int
-    max_threads_per_block: int
-    max_threads_per_sm: int
-    max_warps_per_sm: int
-    max_blocks_per_sm: int
-    registers_per_sm: int
-    max_registers_per_block: int
-    max_registers_per_thread: int
-    register_alloc_unit: int
-    register_alloc_granularity: str
-    warp_alloc_granularity: int
-    smem_per_sm_bytes: int
-    max_smem_per_block_bytes: int
-    smem_alloc_unit_bytes: int
-    reserved_smem_per_block_bytes: int
-    source: str
-
-    def __post_init__(self) -> None:
-        if self.register_alloc_granularity not in ("warp", "block"):
-            raise SpecError(
-                f"compute capability {self.compute_capability}: register_alloc_granularity must be "
-                f"'warp' or 'block', got {self.register_alloc_granularity!r}"
-            )
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if f.type == "int" and (not isinstance(v, int) or not _in_range(v, MAX_LIMIT_VALUE)):
-                raise SpecError(
-                    f"compute capability {self.compute_capability}: {f.name} must be an integer from 0 to "
-                    f"{MAX_LIMIT_VALUE}, got {str(v)[:30]}"
-                )
-
-
 _SHIPPED_DIR = Path(str(resources.files("hybridperf") / "gpus"))
-_CC_INT_KEYS = tuple(f.name for f in dataclasses.fields(CCLimits) if f.type == "int")
 SPEC_KEYS = (
     "sm_count", "core_clock_mhz", "dram_bandwidth_gbs", "memory_gib", "l2_cache_kib",
     "fp32_lanes_per_sm", "sfu_per_sm", "peak_fp32_gflops",
@@ -170,7 +111,7 @@ class GPUSpec:
             v = getattr(self, key)
             if key in OPTIONAL_SPEC_KEYS and v is None:
                 continue
-            if not _in_range(v, MAX_SPEC_VALUE) or not v > 0:
+            if not in_range(v, MAX_SPEC_VALUE) or not v > 0:
                 raise SpecError(f"{self.path or self.name}: {key} must be a positive finite number up to "
                                 f"{MAX_SPEC_VALUE:g}, got {str(v)[:30]}")
 
@@ -234,34 +175,6 @@ def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float, str]]:
     }
 
 
-@functools.cache
-def _cc_table() -> dict[str, CCLimits]:
-    ref = resources.files("hybridperf") / "data" / "compute_capabilities.toml"
-    path = Path(str(ref))
-    _, doc = read_document(path, SpecError, "compute-capability table", FORMAT_VERSION, {"format_version", "cc"})
-    out: dict[str, CCLimits] = {}
-    for cc, entry in doc.get("cc", {}).items():
-        missing = [k for k in _CC_INT_KEYS + ("register_alloc_granularity", "source") if k not in entry]
-        if missing:
-            raise SpecError(f"{path}: [cc.\"{cc}\"] is missing {', '.join(missing)}")
-        unknown = set(entry) - set(_CC_INT_KEYS) - {"register_alloc_granularity", "source"}
-        if unknown:
-            raise SpecError(f"{path}: [cc.\"{cc}\"] has unknown keys {sorted(unknown)}")
-        out[cc] = CCLimits(compute_capability=cc, **entry)
-    return out
-
-
-def load_cc_limits(compute_capability: str) -> CCLimits:
-    """Per-SM limits for a compute capability such as ``"8.6"``."""
-    table = _cc_table()
-    try:
-        return table[str(compute_capability)]
-    except KeyError:
-        raise SpecError(
-            f"unknown compute capability {compute_capability!r}; known: {', '.join(table)}"
-        ) from None
-
-
 def _values(path: Path, doc: dict[str, Any], section: str, keys: tuple[str, ...],
             required: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, str]]:
     table = doc.get(section, {})
@@ -286,7 +199,7 @@ def _values(path: Path, doc: dict[str, Any], section: str, keys: tuple[str, ...]
             )
         value, source = entry["value"], entry["source"]
         hi = MAX_LIMIT_VALUE if section == "limits" else MAX_SPEC_VALUE
-        if not _in_range(value, hi):
+        if not in_range(value, hi):
             raise SpecError(f"{path}: {section}.{key} value must be a finite number from 0 to {hi:g}, "
                             f"got {str(value)[:30]}")
         if not isinstance(source, str) or not source.strip():
@@ -315,7 +228,7 @@ def _parse_gpu(path: Path) -> GPUSpec:
         base = load_cc_limits(cc)
     except SpecError as exc:
         raise SpecError(f"{path}: compute_capability: {exc}") from None
-    overrides, s3 = _values(path, doc, "limits", _CC_INT_KEYS)
+    overrides, s3 = _values(path, doc, "limits", CC_INT_KEYS)
     for key, value in overrides.items():
         if not float(value).is_integer():
             raise SpecError(f"{path}: limits.{key} must be a whole number, got {value!r}")
@@ -437,7 +350,8 @@ def describe_gpu(spec: GPUSpec) -> list[dict[str, Any]]:
     from hybridperf.references import cite
 
     rows: list[dict[str, Any]] = []
-    for section, keys, optional in (("spec", SPEC_KEYS, OPTIONAL_SPEC_KEYS), ("model", MODEL_KEYS, OPTIONAL_MODEL_KEYS)):
+    for section, keys, optional in (("spec", SPEC_KEYS, OPTIONAL_SPEC_KEYS),
+                                    ("model", MODEL_KEYS, OPTIONAL_MODEL_KEYS)):
         given = [k for k in optional if f"{section}.{k}" in spec.sources]  # optional values the file gives
         rows += [{"section": section, "name": k, "value": getattr(spec, k),
                   "source": cite(spec.sources.get(f"{section}.{k}", ""))} for k in (*keys, *given)]

@@ -10,7 +10,7 @@ _NAMES = {
     "TrainedModel": "hybridperf.learn.model",
     "analytical_features": "hybridperf.learn.features",
     "calibrate_gpu": "hybridperf.learn.calibrate",
-    "default_booster": "hybridperf.learn.estimator",
+    "default_booster": "hybridperf.learn.booster",
     "load_model": "hybridperf.learn.model",
     "make_model": "hybridperf.learn.model",
     "predict_rows": "hybridperf.learn.model",

@@ -1,4 +1,5 @@
-"""Checks on xgboost's JSON booster before xgboost reads it: malformed trees crash its C++ reader or predict wrong."""
+"""The residual booster: the default XGBRegressor, and checks on its JSON before xgboost reads it."""
+# Malformed trees crash xgboost's C++ reader or predict wrong, so a model file's booster is checked first.
 from __future__ import annotations
 
 import functools
@@ -11,7 +12,7 @@ from hybridperf.errors import HybridperfError
 from hybridperf.inputs import check_json_size
 from hybridperf.limits import MAX_TREE_NODES, MAX_TREES
 
-__all__ = ["check_booster"]
+__all__ = ["check_booster", "default_booster"]
 
 _ROOT_PARENT = 2147483647  # xgboost's "no parent" node id
 _INT = r"^[0-9]{1,9}$"
@@ -167,3 +168,12 @@ def check_booster(text: Any, n_features: int, error: type[HybridperfError] = Hyb
             raise error(f"{exc}; retrain the model") from None
         raise error(f"the booster is not valid JSON ({' '.join(str(exc).split())[:100]}); retrain the model") \
             from None
+
+
+def default_booster(random_state: int | None = 0, n_jobs: int = 2) -> Any:
+    """The residual learner hybridperf uses unless told otherwise: a histogram XGBRegressor."""
+    from xgboost import XGBRegressor
+
+    return XGBRegressor(n_estimators=400, max_depth=6, learning_rate=0.05, subsample=0.8,
+                        colsample_bytree=0.8, min_child_weight=2.0, reg_lambda=1.0, tree_method="hist",
+                        random_state=random_state, n_jobs=n_jobs)

@@ -8,7 +8,7 @@ import pandas as pd
 
 from hybridperf.arrays import FloatArray
 
-__all__ = ["GroupTable", "affine_fit", "apply_offsets", "fit_offsets"]
+__all__ = ["GroupTable", "affine_fit", "apply_offsets", "fit_offsets", "stack_weight"]
 
 # One table per group column: group id -> (log scale, overhead in the time's unit).
 GroupTable = dict[float, tuple[float, float]]
@@ -75,3 +75,10 @@ def apply_offsets(groups: Sequence[FloatArray], levels: Sequence[GroupTable], gl
         out[fill] = vals[fill]
     out[np.isnan(out)] = glob
     return out
+
+
+def stack_weight(resid: np.ndarray, pred: np.ndarray, default: float) -> float:
+    """Least-squares weight in [0, 1] of out-of-fold residual predictions (``default`` if undefined)."""
+    ok = np.isfinite(resid) & np.isfinite(pred)
+    den = float(np.sum(pred[ok] ** 2))
+    return float(np.clip(np.sum(resid[ok] * pred[ok]) / den, 0.0, 1.0)) if den > 0 else default

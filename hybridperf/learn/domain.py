@@ -64,24 +64,24 @@ def _size_factor(rows: pd.DataFrame, idx: np.ndarray, sizes: Mapping[str, list[f
 
 
 def _config_reasons(rows: pd.DataFrame, idx: np.ndarray, configs: Mapping[str, Mapping[str, list[float]]],
-                    unseen: list[list[str]], defaulted: list[list[str]]) -> None:
-    """Append to ``unseen`` the NAME=VALUE config values never trained, and to ``defaulted`` the
-    config parameters a row does not give (missing column or empty cell)."""
+                    unseen: np.ndarray, defaulted: np.ndarray) -> None:
+    """Append to ``unseen`` (one string per row of ``rows``) the NAME=VALUE config values never trained, and
+    to ``defaulted`` the config parameters a row does not give (missing column or empty cell)."""
     for col, seen in configs.items():
         name = param_name(col)
         if col not in rows.columns:
-            for k in range(len(idx)):
-                defaulted[k].append(name)
+            _add(defaulted, idx, name)
             continue
         v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
         if "values" in seen:
             bad = ~np.isin(v, seen["values"])
         else:
             bad = (v < seen["range"][0]) | (v > seen["range"][1])
-        for k in np.flatnonzero(bad & np.isfinite(v)):
-            unseen[k].append(f"{name}={v[k]:g}")
-        for k in np.flatnonzero(~np.isfinite(v)):
-            defaulted[k].append(name)
+        bad &= np.isfinite(v)
+        if bad.any():
+            values, inverse = np.unique(v[bad], return_inverse=True)
+            _add(unseen, idx[bad], np.array([f"{name}={x:g}" for x in values], dtype=object)[inverse])
+        _add(defaulted, idx[~np.isfinite(v)], name)
 
 
 def _few_runs(gpus: np.ndarray, runs: Mapping[str, int]) -> np.ndarray:
@@ -93,12 +93,23 @@ def _few_runs(gpus: np.ndarray, runs: Mapping[str, int]) -> np.ndarray:
     return np.array([few.get(g, 0) for g in gpus], dtype=int)
 
 
-def _marked_defaults(rows: pd.DataFrame, idx: np.ndarray, defaulted: list[list[str]]) -> None:
+def _add(acc: np.ndarray, pos: np.ndarray, texts: Any, sep: str = ",") -> None:
+    """Append ``texts`` (one, or one per position) to the strings of ``acc`` at ``pos``, ``sep``-separated."""
+    if len(pos) == 0:
+        return
+    cur = acc[pos]
+    texts = np.broadcast_to(np.asarray(texts, dtype=object), cur.shape)
+    acc[pos] = np.where(cur == "", texts, cur + sep + texts)
+
+
+def _marked_defaults(rows: pd.DataFrame, idx: np.ndarray, defaulted: np.ndarray) -> None:
     if DEFAULTED_COLUMN not in rows.columns:
         return
-    for k, cell in enumerate(rows[DEFAULTED_COLUMN].iloc[idx]):
-        if isinstance(cell, str) and cell.strip():
-            defaulted[k] += [n.strip() for n in cell.split(",") if n.strip() and n.strip() not in defaulted[k]]
+    cells = rows[DEFAULTED_COLUMN].iloc[idx].to_numpy(dtype=object)
+    for k in np.flatnonzero([isinstance(c, str) and bool(c.strip()) for c in cells]):
+        have = [n for n in str(defaulted[idx[k]]).split(",") if n]
+        names = [n.strip() for n in cells[k].split(",") if n.strip() and n.strip() not in have]
+        defaulted[idx[k]] = ",".join(have + list(dict.fromkeys(names)))
 
 
 def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
@@ -117,8 +128,8 @@ def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
     n = len(rows)
     out = pd.DataFrame({"ood_kernel": np.zeros(n, bool), "ood_gpu": np.zeros(n, bool), "ood_few_runs": np.zeros(n, int),
                         "ood_size_factor": np.ones(n), "ood_regime": np.zeros(n, bool)}, index=rows.index)
-    unseen: list[list[str]] = [[] for _ in range(n)]
-    defaulted: list[list[str]] = [[] for _ in range(n)]
+    unseen = np.full(n, "", dtype=object)
+    defaulted = np.full(n, "", dtype=object)
     kernels, gpus = rows["kernel"].astype(str).to_numpy(), rows["gpu"].astype(str).to_numpy()
     codes = None if regimes is None else np.asarray(regimes, dtype=np.float64)
     for kernel in np.unique(kernels):
@@ -130,37 +141,42 @@ def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
         out.iloc[idx, out.columns.get_loc("ood_gpu")] = ~np.isin(gpus[idx], d["gpus"])
         out.iloc[idx, out.columns.get_loc("ood_few_runs")] = _few_runs(gpus[idx], d.get("gpu_rows", {}))
         out.iloc[idx, out.columns.get_loc("ood_size_factor")] = _size_factor(rows, idx, d.get("sizes", {}))
-        sub_unseen, sub_default = [[] for _ in idx], [[] for _ in idx]
-        _config_reasons(rows, idx, d.get("configs", {}), sub_unseen, sub_default)
-        _marked_defaults(rows, idx, sub_default)
-        for k, i in enumerate(idx):
-            unseen[i], defaulted[i] = sub_unseen[k], sub_default[k]
+        _config_reasons(rows, idx, d.get("configs", {}), unseen, defaulted)
+        _marked_defaults(rows, idx, defaulted)
         if codes is not None and "regimes" in d:
             c = codes[idx]
             out.iloc[idx, out.columns.get_loc("ood_regime")] = np.isfinite(c) & ~np.isin(c, d["regimes"])
-    out["ood_config"] = [",".join(u) for u in unseen]
-    out["ood_defaulted"] = [",".join(d) for d in defaulted]
+    out["ood_config"] = unseen
+    out["ood_defaulted"] = defaulted
     return out[list(REASON_COLUMNS)]
+
+
+def _per_value(values: np.ndarray, fmt: Any) -> np.ndarray:
+    """``fmt`` of each value, formatted once per distinct value (a ranking scan repeats a few)."""
+    uniq, inverse = np.unique(values, return_inverse=True)
+    return np.array([fmt(u) for u in uniq], dtype=object)[inverse]
 
 
 def reason_text(reasons: pd.DataFrame, kernels: pd.Series, gpus: pd.Series) -> list[str]:
     """A short sentence per row naming its reasons ('' inside the domain)."""
-    out = []
-    for r, k, g in zip(reasons.itertuples(index=False), kernels.astype(str), gpus.astype(str)):
-        why = []
-        if r.ood_kernel:
-            why.append(f"kernel {k} never trained")
-        if r.ood_gpu:
-            why.append(f"GPU {g} never trained for this kernel")
-        if r.ood_few_runs:
-            why.append(f"GPU {g} trained with only {r.ood_few_runs} runs of this kernel")
-        if r.ood_size_factor > 1 + 1e-9:
-            why.append(f"size {r.ood_size_factor:.3g}x beyond the trained range")
-        if r.ood_config:
-            why.append(f"config {r.ood_config} never trained")
-        if r.ood_defaulted:
-            why.append(f"config {r.ood_defaulted} defaulted")
-        if r.ood_regime:
-            why.append("analytical regime never seen in training")
-        out.append("; ".join(why))
-    return out
+    n = len(reasons)
+    out = np.full(n, "", dtype=object)
+    k, g = kernels.astype(str).to_numpy(), gpus.astype(str).to_numpy()
+    few = reasons["ood_few_runs"].to_numpy()
+    size = reasons["ood_size_factor"].to_numpy(dtype=np.float64)
+    config, default = reasons["ood_config"].to_numpy(dtype=object), reasons["ood_defaulted"].to_numpy(dtype=object)
+    parts = [
+        (reasons["ood_kernel"].to_numpy(dtype=bool), lambda m: _per_value(k[m], lambda x: f"kernel {x} never trained")),
+        (reasons["ood_gpu"].to_numpy(dtype=bool),
+         lambda m: _per_value(g[m], lambda x: f"GPU {x} never trained for this kernel")),
+        (few > 0, lambda m: np.array([f"GPU {x} trained with only {r} runs of this kernel"
+                                      for x, r in zip(g[m], few[m])], dtype=object)),
+        (size > 1 + 1e-9, lambda m: _per_value(size[m], lambda x: f"size {x:.3g}x beyond the trained range")),
+        (config != "", lambda m: _per_value(config[m].astype(str), lambda x: f"config {x} never trained")),
+        (default != "", lambda m: _per_value(default[m].astype(str), lambda x: f"config {x} defaulted")),
+        (reasons["ood_regime"].to_numpy(dtype=bool), lambda m: "analytical regime never seen in training"),
+    ]
+    for mask, text in parts:
+        if mask.any():
+            _add(out, np.flatnonzero(mask), text(mask), sep="; ")
+    return out.tolist()

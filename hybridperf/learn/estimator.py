@@ -11,7 +11,8 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hybridperf.arrays import FloatArray
-from hybridperf.learn.calibration import GroupTable, apply_offsets, fit_offsets
+from hybridperf.learn.booster import default_booster
+from hybridperf.learn.calibration import GroupTable, apply_offsets, fit_offsets, stack_weight
 from hybridperf.learn.folds import HOLDOUT_ROWS, Split, forward_shift, forward_splits, held_out_parts, oof_splits
 from hybridperf.learn.intervals import (
     conformal_half_width,
@@ -21,23 +22,6 @@ from hybridperf.learn.intervals import (
 from hybridperf.learn.modes import CALIBRATIONS, MODES
 
 __all__ = ["HybridRegressor", "default_booster"]
-
-
-
-def _stack_weight(resid: np.ndarray, pred: np.ndarray, default: float) -> float:
-    """Least-squares weight in [0, 1] of out-of-fold residual predictions (``default`` if undefined)."""
-    ok = np.isfinite(resid) & np.isfinite(pred)
-    den = float(np.sum(pred[ok] ** 2))
-    return float(np.clip(np.sum(resid[ok] * pred[ok]) / den, 0.0, 1.0)) if den > 0 else default
-
-
-def default_booster(random_state: int | None = 0, n_jobs: int = 2) -> Any:
-    """The residual learner hybridperf uses unless told otherwise: a histogram XGBRegressor."""
-    from xgboost import XGBRegressor
-
-    return XGBRegressor(n_estimators=400, max_depth=6, learning_rate=0.05, subsample=0.8,
-                        colsample_bytree=0.8, min_child_weight=2.0, reg_lambda=1.0, tree_method="hist",
-                        random_state=random_state, n_jobs=n_jobs)
 
 
 class HybridRegressor(RegressorMixin, BaseEstimator):
@@ -300,14 +284,14 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     def _fit_stack_weights(self, X: np.ndarray, target: np.ndarray, off: np.ndarray, reg: np.ndarray) -> None:
         ok = np.isfinite(off)
         r = target - off
-        self.residual_weight_ = _stack_weight(r[ok], reg[ok], 0.0)
+        self.residual_weight_ = stack_weight(r[ok], reg[ok], 0.0)
         idx = self._group_indices()
         if idx:
             g = X[:, idx[-1]]
             for v in np.unique(g[np.isfinite(g) & ok]):
                 m = (g == v) & ok
                 if m.sum() >= 3:
-                    self.residual_weights_[float(v)] = _stack_weight(r[m], reg[m], self.residual_weight_)
+                    self.residual_weights_[float(v)] = stack_weight(r[m], reg[m], self.residual_weight_)
 
     def _oof_parts(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None,
                    splits: list | None) -> tuple[np.ndarray | None, np.ndarray]:

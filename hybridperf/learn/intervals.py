@@ -216,22 +216,33 @@ class ConformalIntervals:
         fallback = pooled if np.isfinite(pooled) else self._widest(coverage)
         return np.where(np.isfinite(q) & (q > 0), q, fallback)
 
-    def _quantiles(self, reasons: pd.DataFrame, kernels: np.ndarray, coverage: float) -> FloatArray:
-        """The normalised score quantile of each row (see the class docstring)."""
-        prim = primary_shift(reasons)
+    @staticmethod
+    def _groups(reasons: pd.DataFrame, kernels: np.ndarray) -> tuple[list[tuple[str, str, np.ndarray]],
+                                                                     list[tuple[str, str, np.ndarray]],
+                                                                     FloatArray, np.ndarray]:
+        """The rows of each (primary shift, kernel) and of each (primary shift, flag), the log2 size shift
+        and the size band of every row: what :meth:`_quantiles` needs at every level, found once."""
+        prim = np.asarray(primary_shift(reasons), dtype=object)
         shift = np.log2(np.maximum(reasons["ood_size_factor"].to_numpy(dtype=np.float64), 1.0))
         band = shift_band(reasons["ood_size_factor"])
         flags = _flags(reasons)
-        q = np.empty(len(kernels))
-        for p in np.unique(prim):
-            for kernel in np.unique(kernels[prim == p]):
-                m = np.flatnonzero((prim == p) & (kernels == kernel))
-                q[m] = self._main(str(p), str(kernel), band[m], shift[m], coverage)
-            mp = np.flatnonzero(prim == p)
-            for f in FLAGS:
-                m = mp[flags[f][mp]]
-                if len(m):
-                    q[m] = np.fmax(q[m], self._flagged(str(p), f, band[m], shift[m], coverage))
+        codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([prim, kernels]))
+        main = [(str(p), str(k), np.flatnonzero(codes == i)) for i, (p, k) in enumerate(pairs)]
+        pcodes, prims = pd.factorize(prim)
+        flagged = []
+        for i, p in enumerate(prims):
+            mp = np.flatnonzero(pcodes == i)
+            flagged += [(str(p), f, mp[flags[f][mp]]) for f in FLAGS if flags[f][mp].any()]
+        return main, flagged, shift, band
+
+    def _quantiles(self, groups: tuple[Any, Any, FloatArray, np.ndarray], coverage: float) -> FloatArray:
+        """The normalised score quantile of each row (see the class docstring), from :meth:`_groups`."""
+        main, flagged, shift, band = groups
+        q = np.empty(len(shift))
+        for p, kernel, m in main:
+            q[m] = self._main(p, kernel, band[m], shift[m], coverage)
+        for p, f, m in flagged:  # after every main quantile of the shift: the flags raise it
+            q[m] = np.fmax(q[m], self._flagged(p, f, band[m], shift[m], coverage))
         return q
 
     def half_width(self, X: Any, reasons: pd.DataFrame, kernels: pd.Series, coverage: float) -> FloatArray:
@@ -245,8 +256,9 @@ class ConformalIntervals:
         names = kernels.astype(str).to_numpy()
         order = np.argsort(np.asarray(levels, dtype=np.float64))
         q = np.empty((len(names), len(order)))
+        groups = self._groups(reasons, names)
         for j in order:
-            q[:, j] = self._quantiles(reasons, names, levels[j])
+            q[:, j] = self._quantiles(groups, levels[j])
         if len(order):
             q[:, order] = np.maximum.accumulate(q[:, order], axis=1)
         return q * self.sigma(X)[:, None]

@@ -1,9 +1,9 @@
-"""The hybrid model as a pipeline (sweep rows -> features -> HybridRegressor), training, prediction and files."""
+"""The hybrid model as a pipeline (sweep rows -> features -> HybridRegressor): training and files."""
 from __future__ import annotations
 
 import dataclasses
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,15 +13,20 @@ import numpy as np
 import pandas as pd
 from sklearn.pipeline import Pipeline
 
-from hybridperf.analytical.mwp_cwp import REGIMES
-from hybridperf.errors import HybridperfError
 from hybridperf.hardware import load_gpu
-from hybridperf.kernel import KernelDescriptor, load_kernel, registered_kernel, resolve_kernels
+from hybridperf.kernel import KernelDescriptor, resolve_kernels
 from hybridperf.learn.baseline import BASELINE_COLUMN, GROUP_COLUMNS, size_groups
-from hybridperf.learn.domain import REASON_COLUMNS, out_of_domain, reason_text
 from hybridperf.learn.estimator import HybridRegressor, default_booster
 from hybridperf.learn.features import FEATURE_VERSION, SweepFeatures, analytical_features
 from hybridperf.learn.intervals import ConformalIntervals
+from hybridperf.learn.predict import (
+    check_prediction_rows,
+    half_width_column,
+    model_kernels,
+    predict_rows,
+    predict_times,
+    rows_to_predict,
+)
 from hybridperf.learn.uncertainty import fit_intervals
 from hybridperf.progress import task
 from hybridperf.rowcheck import RowCheck, drop_bad_rows, drop_rows
@@ -29,11 +34,10 @@ from hybridperf.sweep import param_columns, size_metric, training_rows
 
 __all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "check_prediction_rows", "fit_model",
            "half_width_column", "load_model", "make_model", "model_kernels", "predict_rows", "predict_times",
-           "rows_to_predict", "save_model", "size_bands", "train_model"]
+           "rows_to_predict", "save_model", "size_bands", "train_model"]  # prediction: re-exported from predict.py
 
 # Feature columns beyond whose training range a row is an extrapolation in size (forward interval scores).
 EXTRAPOLATION_COLUMNS = r"^log2_size\."
-_LIMITER_NAMES = {0.0: "warps", 1.0: "registers", 2.0: "shared memory", 3.0: "blocks"}
 # The booster parameters a tuned model records (and evaluate reuses): the tuning search space.
 BOOSTER_PARAMS = ("n_estimators", "max_depth", "learning_rate", "subsample", "colsample_bytree", "min_child_weight",
                   "reg_lambda")
@@ -284,142 +288,3 @@ def _metadata(rows: pd.DataFrame, n_sweep: int, reg: Any, tuning: Mapping[str, A
         "training_log_rmse": float(np.sqrt(np.mean(log_err ** 2))),
         **dict(provenance or {}),
     }
-
-
-def rows_to_predict(model: TrainedModel, *, rows: str | Path | None = None, kernel: str | None = None,
-                    gpu: str | None = None, values: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """The rows a prediction request means: a file of rows (``rows``), or the grid of ``values`` for
-    ``kernel`` on ``gpu`` (each defaulting to the model's only kernel or GPU)."""
-    from hybridperf.grid import grid_rows
-    from hybridperf.sweepfile import read_rows
-
-    if rows is not None:
-        return read_rows(rows).reset_index(drop=True)
-    kernels, gpus = list(model.metadata.get("kernels", {})), list(model.metadata.get("gpus", {}))
-    kernel = kernel or (kernels[0] if len(kernels) == 1 else None)
-    gpu = gpu or (gpus[0] if len(gpus) == 1 else None)
-    if kernel is None or gpu is None:
-        raise HybridperfError(f"the model covers kernels {kernels} and GPUs {gpus}; name one with --kernel and --gpu")
-    desc = model.descriptors.get(kernel) if registered_kernel(kernel) is None else None
-    return grid_rows(desc or kernel, gpu, values or {})
-
-
-def model_kernels(model: TrainedModel, rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | None = None
-                  ) -> tuple[pd.DataFrame, dict[str, KernelDescriptor]]:
-    """The rows (kernel names canonical) and the descriptors to compute their features with a model.
-
-    The model's own copies come first. A descriptor given in ``kernels`` or registered in this process
-    under a name the model holds must have the same sha256 (same file), else a HybridperfError says to
-    retrain; other names are looked up. Rows that name a descriptor file whose descriptor the model
-    holds under its name are renamed to that name (so the training domain applies to them).
-    """
-    own = model.descriptors
-    out = dict(own)
-    names = rows["kernel"].astype(str)
-    rename = {}
-    for name in names.unique():
-        other = (kernels or {}).get(name) or registered_kernel(name)
-        if other is None and name not in own and name.endswith(".toml") and Path(name).is_file():
-            other = load_kernel(name)
-            if other.name in own and other.sha256 == own[other.name].sha256:
-                rename[name] = other.name
-                continue
-        if other is None:
-            continue
-        if name in own and other.sha256 != own[name].sha256:
-            raise HybridperfError(
-                f"kernel {name}: the descriptor given ({other.path or 'in memory'}) differs from the copy the model "
-                "was trained with; retrain the model with it, or name the kernel without a path to use the model's "
-                "copy")
-        out[name] = other
-    if rename:
-        rows = rows.assign(kernel=names.replace(rename))
-    return rows, out
-
-
-def check_prediction_rows(model: TrainedModel, rows: pd.DataFrame, *, strict: bool = False) -> pd.DataFrame:
-    """Rows to predict without those the model cannot (unknown kernel or GPU, parameters outside their
-    descriptor): counted by reason in a warning, or a HybridperfError with ``strict``
-    (:func:`hybridperf.rowcheck.drop_bad_rows`)."""
-    rows, descs = model_kernels(model, rows)
-    return drop_bad_rows(rows, descs, strict=strict, what="rows to predict")
-
-
-def predict_times(model: TrainedModel, rows: pd.DataFrame, *, features: pd.DataFrame | None = None,
-                  kernels: Mapping[str, KernelDescriptor] | None = None) -> np.ndarray:
-    """The predicted time (ms) of each row alone: the ``time_ms`` of :func:`predict_rows`, without the
-    interval and the out-of-domain reasons (what ranking needs for every configuration it streams).
-    ``kernels`` as in :func:`predict_rows`."""
-    rows, descs = model_kernels(model, rows, kernels)
-    feats = analytical_features(rows, kernels=descs) if features is None else features
-    return model.estimator.predict(model.features.transform(rows, features=feats))
-
-
-def half_width_column(level: float) -> str:
-    """The :func:`predict_rows` column holding the log-space half width at coverage ``level``."""
-    return f"half_width_{level * 100:g}"
-
-
-def _half_widths(model: TrainedModel, X: Any, reasons: pd.DataFrame, kernels: pd.Series,
-                 levels: Sequence[float]) -> np.ndarray:
-    """Log-space half widths (rows x levels): the adaptive intervals', else the estimator's plain ones."""
-    if model.intervals is not None:
-        return model.intervals.half_widths(X, reasons, kernels, levels)
-    est = model.estimator
-    outside = (reasons["ood_size_factor"].to_numpy(dtype=np.float64) > 1.0) & (est.extrap_abs_log_errors_ is not None)
-    return np.column_stack([np.where(outside, est.interval_half_width(c, extrapolation=True),
-                                     est.interval_half_width(c)) for c in levels])
-
-
-def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None, *,
-                 features: pd.DataFrame | None = None,
-                 kernels: Mapping[str, KernelDescriptor] | None = None, levels: Sequence[float] = ()) -> pd.DataFrame:
-    """Predict time and interval, regime, limiter and the out-of-domain reasons of each row.
-
-    ``rows`` holds kernel, gpu, size.* and config.* columns (no time needed); ``features`` may pass
-    their precomputed :func:`analytical_features`. Kernel names find the descriptors the model was
-    trained with, then ``kernels``, then the lookup (:func:`model_kernels`). Infeasible rows get NaN
-    times and ``feasible = False`` with the occupancy/constraint reason left to ``analyze``. The
-    reason columns are those of :func:`hybridperf.learn.domain.out_of_domain`, with
-    ``out_of_domain`` (any reason) and ``ood_reason`` (a sentence); the interval widens with each
-    reason (see ConformalIntervals). A kernel the model never trained on is predicted with the
-    fallback baseline, the average calibration and the learned residual; its interval is the one
-    held-out kernels showed in training, or unbounded where training could not measure it.
-    ``levels`` (coverages in (0, 1)) adds the log-space half width of the interval at each level,
-    in the columns :func:`half_width_column` names (the row's predictive distribution, e.g. for
-    :mod:`hybridperf.search.optimum`).
-    """
-    rows, descs = model_kernels(model, rows, kernels)
-    feats = analytical_features(rows, kernels=descs) if features is None else features
-    X = model.features.transform(rows, features=feats)
-    est = model.estimator
-    pred, lo, hi = est.predict_with_interval(X, coverage)
-    reasons = out_of_domain(rows, model.features.domain_, feats["regime"].to_numpy())
-    cov = est.coverage if coverage is None else coverage
-    unseen = reasons["ood_kernel"].to_numpy(dtype=bool)
-    if model.intervals is not None and cov is not None:
-        half = model.intervals.half_width(X, reasons, rows["kernel"], cov)
-        ivs = model.intervals
-        if len(ivs.scores.get("kernel", ())) < ivs.min_bin or not np.isfinite(ivs.quantile("kernel", cov)):
-            half = np.where(unseen, np.inf, half)  # no leave-kernel-out fit measured this shift (one kernel)
-        with np.errstate(invalid="ignore", over="ignore"):
-            lo, hi = pred * np.exp(-half), pred * np.exp(half)
-    elif cov is not None:  # the plain interval knows nothing of kernels never trained
-        lo, hi = np.where(unseen, 0.0, lo), np.where(unseen, np.inf, hi)
-    out = pd.DataFrame(index=rows.index)
-    out["time_ms"] = pred
-    out["lo_ms"] = lo
-    out["hi_ms"] = hi
-    out["regime"] = [REGIMES.get(int(r), "") if np.isfinite(r) else "" for r in feats["regime"]]
-    out["limiter"] = [_LIMITER_NAMES.get(v, "") for v in feats["limiter"]]
-    out["feasible"] = feats["feasible"].to_numpy() > 0
-    text = reason_text(reasons, rows["kernel"], rows["gpu"])
-    out["out_of_domain"] = [bool(t) for t in text]
-    out["ood_reason"] = text
-    for col in REASON_COLUMNS:
-        out[col] = reasons[col].to_numpy()
-    if len(levels):
-        widths = _half_widths(model, X, reasons, rows["kernel"], levels)
-        for j, level in enumerate(levels):
-            out[half_width_column(level)] = widths[:, j]
-    return out

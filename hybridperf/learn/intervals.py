@@ -142,6 +142,11 @@ class ConformalIntervals:
             self._cache[key] = _bin_quantile(s, coverage) if enough else np.inf
         return self._cache[key]
 
+    def measured(self, primary: str) -> bool:
+        """Whether the held-out fits measured a primary shift (``kernel``, ``gpu``, ``few``, ``seen``): its
+        bins (``<primary>|<band>[|<flag>]``) hold at least ``min_bin`` scores together."""
+        return sum(len(v) for k, v in self.scores.items() if k.split("|")[0] == primary) >= self.min_bin
+
     def _widest(self, coverage: float, kernels: bool = False) -> float:
         """The widest bin's quantile, of every bin or (``kernels`` False) of those not about kernels."""
         names = [b for b in self.scores if kernels or not b.startswith("kernel")]

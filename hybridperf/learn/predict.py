@@ -138,7 +138,7 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     if model.intervals is not None and cov is not None:
         half = model.intervals.half_width(X, reasons, rows["kernel"], cov)
         ivs = model.intervals
-        if len(ivs.scores.get("kernel", ())) < ivs.min_bin or not np.isfinite(ivs.quantile("kernel", cov)):
+        if not ivs.measured("kernel"):
             half = np.where(unseen, np.inf, half)  # no leave-kernel-out fit measured this shift (one kernel)
         with np.errstate(invalid="ignore", over="ignore"):
             lo, hi = pred * np.exp(-half), pred * np.exp(half)

@@ -8,7 +8,9 @@ intervals and for the constant-width split-conformal interval of the estimator (
 the random-fold scores, another from the forward scores beyond the trained sizes).
 
 Each case is one fit of the product's model (the hybrid of ``evaluate``: default booster, size-band groups,
-seed 0) on the split's training rows; a case with several GPUs in its test rows gets one line per GPU.
+seed 0) on the split's training rows; a case with several GPUs in its test rows gets one line per GPU. The
+``new-user`` case (split ``default``) fits nothing: the shipped models/default.json predicts the NeuSight GEMM
+rows (bmm, linear; /work/shared/data) of the GPUs with a spec that it was not trained on, one line per GPU.
 
     .venv/bin/python experiments/intervals.py             # every case (results/intervals.md, .csv)
     .venv/bin/python experiments/intervals.py S6 aiwc     # cases whose "case split subset" contains a word
@@ -25,19 +27,22 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, header, md_table  # noqa: E402
+from _common import RESULTS, SHARED, header, md_table  # noqa: E402
 
 from hybridperf.datasets import load_dataset  # noqa: E402
 from hybridperf.evaluation.evaluate import ape_metrics, interval_metrics  # noqa: E402
 from hybridperf.evaluation.splits import split_indices  # noqa: E402
+from hybridperf.files import atomic_write_text  # noqa: E402
 from hybridperf.hardware import gpu_names  # noqa: E402
 from hybridperf.learn.estimator import default_booster  # noqa: E402
 from hybridperf.learn.features import analytical_features  # noqa: E402
 from hybridperf.learn.intervals import bin_keys  # noqa: E402
-from hybridperf.learn.model import fit_model, make_model, predict_rows, size_bands  # noqa: E402
+from hybridperf.learn.model import TrainedModel, fit_model, load_model, make_model, predict_rows, size_bands  # noqa: E402
 from hybridperf.sweep import training_rows  # noqa: E402
 
 SPECS = set(gpu_names())
+DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "default.json"
+NEUSIGHT_RAW = SHARED / "neusight" / "scripts" / "asplos" / "data" / "dataset" / "train" / "collect"
 LEVELS = (0.8, 0.9)
 COLUMNS = ["case", "split", "subset", "n_train", "n", "mape", "cover80", "cover90", "hilo80", "hilo90", "winkler80",
            "winkler90", "plain_cover80", "plain_cover90", "plain_hilo90", "plain_winkler90", "seconds", "bins"]
@@ -65,6 +70,7 @@ def cases() -> Iterator[Case]:
         yield "neusight", "S1", gpu, lambda g=gpu: _neusight().query("gpu == @g"), {}
     for gpu in gemm_gpus:
         yield "neusight", "S6", gpu, _neusight, {"holdout": gpu}
+    yield "new-user", "default", "each", new_user_rows, {}
 
 
 def fit_and_predict(sweep: pd.DataFrame, split: str, seed: int = 0, **opts: object) -> tuple[pd.DataFrame, int]:
@@ -80,9 +86,15 @@ def fit_and_predict(sweep: pd.DataFrame, split: str, seed: int = 0, **opts: obje
     pipe = make_model(regressor=default_booster(seed), random_state=seed)
     model = fit_model(pipe, rows.iloc[tr], y[tr], features=feats.iloc[tr], groups=size_bands(rows.iloc[tr]),
                       random_state=seed)
-    test, tf = rows.iloc[te], feats.iloc[te]
+    return predict_case(model, rows.iloc[te], feats.iloc[te]), len(tr)
+
+
+def predict_case(model: TrainedModel, test: pd.DataFrame, tf: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per test row: the measurement, the prediction, the adaptive and the plain intervals at each
+    level, the out-of-domain reasons and the calibration bin diagnostics (``tf``: the rows' features)."""
+    tf = analytical_features(test, kernels=model.descriptors) if tf is None else tf
     out = test[["kernel", "gpu"]].copy()
-    out["measured_ms"] = y[te]
+    out["measured_ms"] = test["time_ms"].to_numpy(dtype=np.float64)
     X = model.features.transform(test, features=tf)
     for cov in LEVELS:
         p = predict_rows(model, test, cov, features=tf)
@@ -100,7 +112,26 @@ def fit_and_predict(sweep: pd.DataFrame, split: str, seed: int = 0, **opts: obje
         out["sigma"] = ci.sigma(X)
         out["bin_scores"] = [len(ci.scores.get(b, ())) for b in out["bin"]]
         out["bin_q90"] = [ci.quantile(b, 0.9, min_bin=1) for b in out["bin"]]
-    return out.reset_index(drop=True), len(tr)
+    return out.reset_index(drop=True)
+
+
+def new_user_rows() -> pd.DataFrame:
+    """NeuSight GEMM rows (bmm, linear) of GPUs with a spec that the shipped default model was not trained on."""
+    from hybridperf.importers.neusight import read_neusight
+
+    trained = set(load_model(DEFAULT_MODEL).metadata.get("gpus", {}))
+    rows = training_rows(read_neusight(NEUSIGHT_RAW, ops=["bmm", "linear"], progress=False))
+    return rows[rows.gpu.isin(SPECS) & ~rows.gpu.isin(trained)].reset_index(drop=True)
+
+
+def default_model_case(rows: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The shipped default model's intervals on ``rows``, as a new user would get them (no fit here);
+    no rows (every NeuSight GPU trained on): an empty table, so no line."""
+    model = load_model(DEFAULT_MODEL)
+    if not len(rows):
+        print("  no NeuSight GEMM rows of GPUs absent from the default model's training", flush=True)
+        return pd.DataFrame(columns=["gpu"]), int(model.metadata.get("n_rows", 0))
+    return predict_case(model, rows.reset_index(drop=True)), int(model.metadata.get("n_rows", 0))
 
 
 def diagnose(pred: pd.DataFrame) -> str:
@@ -134,7 +165,7 @@ def run_case(case: Case, rows_dir: Path | None = None) -> list[dict]:
     """One fit; a line per GPU when the subset is "each", else one line."""
     name, split, subset, load, opts = case
     t0 = time.perf_counter()
-    pred, n_train = fit_and_predict(load(), split, **opts)
+    pred, n_train = default_model_case(load()) if split == "default" else fit_and_predict(load(), split, **opts)
     seconds = time.perf_counter() - t0
     if rows_dir is not None:
         pred.to_parquet(rows_dir / f"{name}_{split}_{subset}.parquet")
@@ -143,17 +174,21 @@ def run_case(case: Case, rows_dir: Path | None = None) -> list[dict]:
              "bins": diagnose(p)} for sub, p in parts]
 
 
-def write(done: pd.DataFrame, new_rows: list[dict], ran: list[tuple[str, str, str]]) -> None:
-    """results/intervals.csv and .md: the cases run now replace their earlier lines."""
+def write(new_rows: list[dict], ran: list[tuple[str, str, str]], merge: bool) -> None:
+    """results/intervals.csv and .md: the cases run now replace their earlier lines; with ``merge`` the
+    other lines are those of the csv as it is now (so that runs of different cases side by side keep
+    each other's lines), else none."""
+    out_csv = RESULTS / "intervals.csv"
+    done = pd.read_csv(out_csv) if merge and out_csv.exists() else pd.DataFrame(columns=COLUMNS)
     new = pd.DataFrame(new_rows, columns=COLUMNS)
     if len(done):
         keep = [not any(r.case == c and r.split == s and (r.subset == sub or sub == "each") for c, s, sub in ran)
                 for r in done.itertuples()]
         done = done[keep]
     table = pd.concat([done, new], ignore_index=True) if len(done) else new
-    order = {s: i for i, s in enumerate(("S1", "S2", "S4", "S6"))}
+    order = {s: i for i, s in enumerate(("S1", "S2", "S4", "S6", "default"))}
     table = table.sort_values(["split", "case", "subset"], key=lambda c: c.map(order) if c.name == "split" else c)
-    table.to_csv(RESULTS / "intervals.csv", index=False)
+    atomic_write_text(out_csv, table.to_csv(index=False))
     ok90 = table["cover90"].between(85, 95)
     ok80 = table["cover80"].between(75, 85)
     s1 = table[table.split == "S1"]
@@ -166,7 +201,7 @@ def write(done: pd.DataFrame, new_rows: list[dict], ran: list[tuple[str, str, st
             "share, its calibration scores, its 90% quantile of |log error| / sigma and the test rows' own (far apart: "
             "the calibration's held-out fits were not exchangeable with this test).\n",
             md_table(table[["case", "split", "subset", "bins"]].fillna(""))]
-    (RESULTS / "intervals.md").write_text("\n".join(text) + "\n")
+    atomic_write_text(RESULTS / "intervals.md", "\n".join(text) + "\n")
 
 
 def main(argv: list[str]) -> None:
@@ -177,8 +212,6 @@ def main(argv: list[str]) -> None:
         rows_dir.mkdir(parents=True, exist_ok=True)
         argv = argv[:i] + argv[i + 2:]
     words = argv
-    out_csv = RESULTS / "intervals.csv"
-    done = pd.read_csv(out_csv) if out_csv.exists() and words else pd.DataFrame(columns=COLUMNS)
     new_rows: list[dict] = []
     ran: list[tuple[str, str, str]] = []
     for case in cases():
@@ -189,7 +222,7 @@ def main(argv: list[str]) -> None:
         new_rows += lines
         ran.append((name, split, subset))
         print(pd.DataFrame(lines, columns=COLUMNS).drop(columns="bins").round(3).to_string(index=False), flush=True)
-        write(done, new_rows, ran)  # after every case: a cut-off run keeps what it measured
+        write(new_rows, ran, merge=bool(words))  # after every case: a cut-off run keeps what it measured
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ from hybridperf.learn.folds import Split, forward_splits
 from hybridperf.learn.intervals import ConformalIntervals, bin_keys
 from hybridperf.sweep import param_columns, size_metric
 
-__all__ = ["CALIBRATION_ROWS", "DIFFICULTY_PREFIXES", "calibration_residuals", "fit_difficulty", "fit_intervals"]
+__all__ = ["CALIBRATION_ROWS", "DIFFICULTY_PREFIXES", "calibration_residuals", "fit_difficulty", "fit_intervals",
+           "frontier_gap"]
 
 # Training rows used at most by each calibration fit (a seeded sample above it): calibration needs
 # representative errors, not the last bit of accuracy, and training must stay fast.
@@ -21,6 +22,9 @@ CALIBRATION_ROWS = 40_000
 DIFFICULTY_PREFIXES = ("size.", "log2_size.", "config.", "gpu_", "id_")
 _MIN_DIFFICULTY_ROWS = 50
 _MAX_SKIP = 3  # forward fits predict the largest size band from the bands up to 1, 2 or 3 below it
+# Frontier fits train on the rows at least 2x (4x) below their kernel's largest trained value in every size
+# parameter and predict the rest: size shifts measured as the size factor of the reasons measures them.
+_FRONTIER_STEPS = (1.0,)
 
 
 def _difficulty_model(random_state: int) -> Any:
@@ -109,6 +113,38 @@ def _forward_top_splits(bands: np.ndarray | None, rng: np.random.Generator) -> l
     return out
 
 
+def frontier_gap(rows: pd.DataFrame) -> np.ndarray | None:
+    """log2 of how far each row lies below its kernel's largest training value in the size parameter
+    where it is closest to it (0 at the frontier, -inf with no varying size); None without sizes.
+    Parameters constant within a kernel (e.g. a batch of 1) do not count."""
+    cols = param_columns(rows, "size.")
+    if not cols:
+        return None
+    v = rows[cols].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logv = pd.DataFrame(np.where(v > 0, np.log2(v), np.nan))
+    by = logv.groupby(rows["kernel"].astype(str).to_numpy())
+    top, low = by.transform("max").to_numpy(), by.transform("min").to_numpy()
+    diff = np.where(np.isfinite(logv.to_numpy()) & (top > low), logv.to_numpy() - top, -np.inf)
+    return diff.max(axis=1)
+
+
+def _frontier_splits(rows: pd.DataFrame, rng: np.random.Generator) -> list[Split]:
+    """Per step of :data:`_FRONTIER_STEPS`: the rows ``step`` (log2) or more below the frontier in every
+    size (:func:`frontier_gap`) predict the others, which lie up to 2**step beyond their fit's sizes in the
+    largest of their sizes, as the size factor measures it (unlike the size bands of the forward fits,
+    which order rows by one size metric). At least 20 training rows."""
+    gap = frontier_gap(rows)
+    if gap is None:
+        return []
+    out = []
+    for step in _FRONTIER_STEPS:
+        tr, te = np.flatnonzero(gap <= -step), np.flatnonzero(gap > -step)
+        if len(tr) >= 20 and len(te):
+            out.append((_cap(tr, rng), te))
+    return out
+
+
 def _reasons(rows: pd.DataFrame, regimes: np.ndarray, tr: np.ndarray, te: np.ndarray) -> pd.DataFrame:
     return out_of_domain(rows.iloc[te], training_domain(rows.iloc[tr], regimes[tr]), regimes[te])
 
@@ -124,9 +160,10 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
                           groups: np.ndarray | None = None, random_state: int = 0) -> pd.DataFrame:
     """Held-out log residuals of the estimator's settings for each kind of shift, one row each:
     ``row`` (position in ``rows``), ``family`` (``random`` folds, ``forward`` fits of the largest
-    size band, ``gpu`` / ``kernel`` left out, ``few`` runs of a GPU kept), ``residual`` and the
-    out-of-domain reasons of the row with respect to its fit's training rows (the ``few`` fits'
-    rows show few runs: their GPU keeps four fifths of them)."""
+    size band, ``frontier`` fits beyond the smaller sizes (:func:`_frontier_splits`), ``gpu`` /
+    ``kernel`` left out, ``few`` runs of a GPU kept), ``residual`` and the out-of-domain reasons
+    of the row with respect to its fit's training rows (the ``few`` fits' rows show few runs: their
+    GPU keeps four fifths of them)."""
     held = getattr(est, "heldout_", {})
     rows = rows.reset_index(drop=True)
     logy = np.log(np.asarray(y, dtype=np.float64))
@@ -141,7 +178,8 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
     fits = {"forward": _forward_top_splits(_size_bands(rows, groups), rng),
             "gpu": list(enumerate(_group_splits(rows["gpu"].astype(str).to_numpy(), rng))),
             "kernel": list(enumerate(_group_splits(rows["kernel"].astype(str).to_numpy(), rng))),
-            "few": list(enumerate(_few_runs_splits(rows, rng)))}
+            "few": list(enumerate(_few_runs_splits(rows, rng))),
+            "frontier": list(enumerate(_frontier_splits(rows, rng)))}
     for family, splits in fits.items():
         for skip, (tr, te) in splits:
             reused = family == "forward" and skip == 1 and reuse is not None
@@ -158,8 +196,9 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
 
     Residuals come from held-out fits of the estimator's own settings (:func:`calibration_residuals`):
     its random folds, forward fits of the largest size band (given the ordered size ``groups`` it was
-    fitted with, or two to five distinct sizes), leave-GPU-out and leave-kernel-out fits and, where a
-    GPU has few runs, fits that hold out a fifth of its runs at a time. Each residual, divided by the
+    fitted with, or two to five distinct sizes), frontier fits beyond the sizes below half the largest
+    (:func:`frontier_gap`), leave-GPU-out and leave-kernel-out fits and, where a GPU has few runs, fits
+    that hold out a fifth of its runs at a time. Each residual, divided by the
     cross-fitted difficulty of its row, is a score in the bins of its reasons (:func:`bin_keys`).
     ``X`` is the estimator's design matrix of the training ``rows`` (times ``y``); ``regimes`` their
     MWP-CWP regime codes. None when the estimator kept no held-out predictions (coverage=None).

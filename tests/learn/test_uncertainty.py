@@ -1,0 +1,39 @@
+"""The frontier fits of calibration: how far each row lies below its kernel's largest trained sizes."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hybridperf.learn.domain import out_of_domain, training_domain
+from hybridperf.learn.uncertainty import _frontier_splits, frontier_gap
+
+
+def _rows() -> pd.DataFrame:
+    return pd.DataFrame({"kernel": ["a"] * 4 + ["b"] * 2, "gpu": "g",
+                         "size.B": [1, 1, 1, 1, 8, 2], "size.N": [512, 256, 64, 128, 100, 100]})
+
+
+def test_gap_per_kernel_in_the_closest_size() -> None:
+    gap = frontier_gap(_rows())
+    # kernel a: B constant (does not count), N below its 512 by 0, 1, 3, 2 octaves;
+    # kernel b: N constant, B 8 and 2 (0 and -2 octaves).
+    np.testing.assert_allclose(gap, [0.0, -1.0, -3.0, -2.0, 0.0, -2.0])
+
+
+def test_no_varying_size() -> None:
+    rows = pd.DataFrame({"kernel": ["a", "a"], "gpu": "g", "size.N": [64, 64]})
+    assert np.isneginf(frontier_gap(rows)).all()
+    assert frontier_gap(rows.drop(columns="size.N")) is None
+
+
+def test_frontier_split_rows_lie_within_one_octave_beyond_their_fit() -> None:
+    rng = np.random.default_rng(0)
+    n = 400
+    rows = pd.DataFrame({"kernel": "k", "gpu": "g", "size.M": rng.integers(1, 1025, n),
+                         "size.N": rng.integers(1, 1025, n)})
+    (tr, te), = _frontier_splits(rows, np.random.default_rng(0))
+    assert len(np.intersect1d(tr, te)) == 0 and len(tr) + len(te) == n
+    factor = out_of_domain(rows.iloc[te], training_domain(rows.iloc[tr]))["ood_size_factor"].to_numpy()
+    top = rows.iloc[tr][["size.M", "size.N"]].max().to_numpy()
+    assert (top <= 512).all() and (factor > 1).all()  # every held-out row beyond the fit's sizes
+    assert (factor <= 1024 / top.min() + 1e-9).all()

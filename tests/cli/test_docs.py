@@ -7,6 +7,7 @@ where the files the document uses but does not make are laid out first (:data:`S
 """
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shlex
@@ -113,8 +114,12 @@ def _interop(d: Path) -> None:
 def _own_kernel(d: Path) -> None:
     """docs/own-kernel.md: the benchmark hub's convolution caches it imports, and the finished descriptor it
     shows (the page's toml block; the user writes it from the template `kernels new` makes)."""
-    for gpu in ("A4000", "A100"):
-        shutil.copy(raw("kt-benchmark-hub", "cachefiles", "convolution_milo", f"{gpu}.json.gz"), d)
+    for gpu in ("A4000", "A100"):  # every 8th configuration of the hub's caches: the same commands, an eighth
+        # of the training time (the suite's slowest test otherwise)
+        doc = json.loads(gzip.decompress(raw("kt-benchmark-hub", "cachefiles", "convolution_milo",
+                                             f"{gpu}.json.gz").read_bytes()))
+        doc["cache"] = {k: v for i, (k, v) in enumerate(doc["cache"].items()) if i % 8 == 0}
+        (d / f"{gpu}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
     toml = re.search(r"```toml\n(.*?)```", (ROOT / "docs" / "own-kernel.md").read_text(), flags=re.S).group(1)
     (d / "my-conv2d.toml").write_text(toml)
 

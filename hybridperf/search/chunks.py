@@ -216,7 +216,7 @@ def _scan_by_time(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
     surv.insert(0, "index", cfg["index"].to_numpy(dtype=np.int64)[ok])
     surv["efficiency"], surv["utilization"] = np.nan, np.nan
     surv["register_spill"] = feats["register_spill"].to_numpy()[ok] > 0
-    surv = _predicted(space, surv, rows.loc[ok], feats.loc[ok])
+    surv = predict_configs(space, surv, rows.loc[ok], feats.loc[ok])
     return ChunkResult(n_rows=len(cfg), infeasible=_counts(reason[~ok]), n_screened=0, shortlist=_select(surv, space))
 
 
@@ -265,7 +265,7 @@ def scan_configs(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
     surv["register_spill"] = np.asarray(res.register_spill, dtype=bool)[ok]  # registers clamped: nvcc spills
     for m in timed:
         surv[analytical_time_column(m)] = res.terms[m]["time_ms"].to_numpy(dtype=np.float64)[ok]
-    surv = _predicted(space, surv)
+    surv = predict_configs(space, surv)
     n_screened, unscreened, best_screened = 0, None, float("nan")
     if space.screen_bandwidth:
         mem = res.terms["roofline"]["memory_bound"].to_numpy(dtype=bool)[ok]
@@ -349,29 +349,13 @@ def config_rows(kernel: str, gpu: str, sizes: Mapping[str, float], configs: pd.D
     return launch_rows(kernel, gpu, params, sizes, config_names)
 
 
-def _predicted(space: RankSpace, surv: pd.DataFrame, rows: pd.DataFrame | None = None,
-               feats: pd.DataFrame | None = None) -> pd.DataFrame:
-    """``surv`` with the model's prediction columns and the half widths at
-    :data:`hybridperf.search.optimum.LEVELS` (by which the dropped configurations that could still be
-    the fastest are found: :func:`hybridperf.search.optimum.still_contending`); ``rows``/``feats``: the
-    configurations' prediction rows and features where already computed. NaN times without a model."""
-    if space.model is None or surv.empty:
-        return surv.assign(time_ms=np.full(len(surv), np.nan))
-    from hybridperf.learn.model import predict_rows
-
-    rows = prediction_rows(space, surv) if rows is None else rows.reset_index(drop=True)
-    pred = predict_rows(space.model, rows, features=None if feats is None else feats.reset_index(drop=True),
-                        kernels={space.kernel_key: space.kernel}, levels=LEVELS)
-    out = surv.copy()
-    for c in (*_PREDICTED, *width_columns()):
-        out[c] = pred[c].to_numpy()
-    return out
-
-
-def predict_configs(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
+def predict_configs(space: RankSpace, configs: pd.DataFrame, rows: pd.DataFrame | None = None,
+                    feats: pd.DataFrame | None = None) -> pd.DataFrame:
     """``configs`` with the model's prediction columns (time_ms, lo_ms, hi_ms, regime, limiter,
-    out_of_domain, ood_reason, and the half widths at :data:`hybridperf.search.optimum.LEVELS`); NaN
-    times and empty labels without a model."""
+    out_of_domain, ood_reason, and the half widths at :data:`hybridperf.search.optimum.LEVELS`, by which
+    the dropped configurations that could still be the fastest are found:
+    :func:`hybridperf.search.optimum.still_contending`); NaN times and empty labels without a model.
+    ``rows``/``feats``: the configurations' prediction rows and features where already computed."""
     out = configs.copy()
     if space.model is None or configs.empty:
         for c in ("time_ms", "lo_ms", "hi_ms"):
@@ -380,8 +364,9 @@ def predict_configs(space: RankSpace, configs: pd.DataFrame) -> pd.DataFrame:
         return out
     from hybridperf.learn.model import predict_rows
 
-    pred = predict_rows(space.model, prediction_rows(space, configs), kernels={space.kernel_key: space.kernel},
-                        levels=LEVELS)
+    rows = prediction_rows(space, configs) if rows is None else rows.reset_index(drop=True)
+    pred = predict_rows(space.model, rows, features=None if feats is None else feats.reset_index(drop=True),
+                        kernels={space.kernel_key: space.kernel}, levels=LEVELS)
     for c in (*_PREDICTED, *width_columns()):
         out[c] = pred[c].to_numpy()
     return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -13,7 +12,7 @@ from typing import Any
 
 from hybridperf.cc_limits import CC_INT_KEYS, MAX_LIMIT_VALUE, MAX_SPEC_VALUE, CCLimits, in_range, load_cc_limits
 from hybridperf.errors import HybridperfError, SpecError, UnknownGPUError
-from hybridperf.tomlfile import load_folder, read_document
+from hybridperf.tomlfile import load_folder, load_search_path, read_document, search_path
 from hybridperf.userconfig import config_gpu_path
 
 __all__ = [
@@ -280,21 +279,13 @@ def device_table() -> dict[str, dict[str, str]]:
 def gpu_search_path() -> list[Path]:
     """Where GPU names are looked up before the shipped specs: ``$HYBRIDPERF_GPU_PATH`` (separated by
     ``os.pathsep``), then the configuration file's ``gpu_path``; each entry a folder of spec files or one."""
-    env = [Path(e).expanduser() for e in os.environ.get(GPU_PATH_ENV, "").split(os.pathsep) if e.strip()]
-    return env + config_gpu_path()
+    return search_path(GPU_PATH_ENV, config_gpu_path())
 
 
 def _user_specs() -> list[GPUSpec]:
-    out: list[GPUSpec] = []
-    for entry in gpu_search_path():
-        if entry.is_dir():
-            out.extend(load_folder(entry, _parse_gpu, _names, SpecError))
-        elif entry.is_file():
-            out.append(_parse_gpu(entry))
-        else:
-            raise UnknownGPUError(f"GPU search path entry {str(entry)!r} (from ${GPU_PATH_ENV} or the configuration "
-                                  "file's gpu_path) does not exist; fix or remove it")
-    return out
+    return load_search_path(gpu_search_path(), _parse_gpu, _names, SpecError, lambda entry: UnknownGPUError(
+        f"GPU search path entry {str(entry)!r} (from ${GPU_PATH_ENV} or the configuration file's gpu_path) does "
+        "not exist; fix or remove it"))
 
 
 def list_gpus() -> list[GPUSpec]:

@@ -13,7 +13,7 @@ from hybridperf.descriptor import KernelDescriptor, Param
 from hybridperf.descriptor_file import parse_kernel_file, parse_kernel_text, read_toml_bytes
 from hybridperf.errors import DescriptorError, HybridperfError, UnknownKernelError
 from hybridperf.registry import REGISTERED, registration_scope
-from hybridperf.tomlfile import load_folder
+from hybridperf.tomlfile import load_folder, load_search_path, search_path
 from hybridperf.userconfig import config_kernel_path
 
 __all__ = [
@@ -71,21 +71,13 @@ def kernel_search_path() -> list[Path]:
     """Where kernel names are looked up before the shipped descriptors: the entries of
     ``$HYBRIDPERF_KERNEL_PATH`` (separated by ``os.pathsep``), then the configuration file's ``kernel_path``
     (:mod:`hybridperf.userconfig`). Each entry is a folder of ``*.toml`` descriptors or one descriptor file."""
-    env = [Path(e).expanduser() for e in os.environ.get(KERNEL_PATH_ENV, "").split(os.pathsep) if e.strip()]
-    return env + config_kernel_path()
+    return search_path(KERNEL_PATH_ENV, config_kernel_path())
 
 
 def _search_path_kernels() -> list[KernelDescriptor]:
-    out: list[KernelDescriptor] = []
-    for entry in kernel_search_path():
-        if entry.is_dir():
-            out.extend(load_folder(entry, _parse, _names, DescriptorError))
-        elif entry.is_file():
-            out.append(_parse(entry))
-        else:
-            raise UnknownKernelError(f"kernel search path entry {str(entry)!r} (from ${KERNEL_PATH_ENV} or the "
-                                     "configuration file's kernel_path) does not exist; fix or remove it")
-    return out
+    return load_search_path(kernel_search_path(), _parse, _names, DescriptorError, lambda entry: UnknownKernelError(
+        f"kernel search path entry {str(entry)!r} (from ${KERNEL_PATH_ENV} or the configuration file's "
+        "kernel_path) does not exist; fix or remove it"))
 
 
 def available_kernels() -> list[tuple[str, KernelDescriptor]]:

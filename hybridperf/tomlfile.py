@@ -1,6 +1,7 @@
 """Reading the project's TOML data files with one-line errors naming the file."""
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -12,7 +13,8 @@ from hybridperf.limits import MAX_TOML_BYTES, MAX_TOML_DEPTH
 
 T = TypeVar("T")
 
-__all__ = ["check_document", "load_folder", "parse_toml", "read_document", "read_toml"]
+__all__ = ["check_document", "load_folder", "load_search_path", "parse_toml", "read_document", "read_toml",
+           "search_path"]
 
 
 def read_toml(path: Path, error: type[Exception], what: str = "file") -> tuple[bytes, dict[str, Any]]:
@@ -71,6 +73,28 @@ def load_folder(folder: Path, parse: Callable[[Path], T], names: Callable[[T], I
                 raise error(f"{path}: name or alias {key!r} is also used by {seen[key]}")
             seen[key] = path
     return items
+
+
+def search_path(env_var: str, configured: Iterable[Path]) -> list[Path]:
+    """The entries of ``$env_var`` (separated by ``os.pathsep``, ``~`` expanded), then ``configured`` (the
+    configuration file's entries): where names are looked up before the shipped files."""
+    env = [Path(e).expanduser() for e in os.environ.get(env_var, "").split(os.pathsep) if e.strip()]
+    return env + list(configured)
+
+
+def load_search_path(entries: Iterable[Path], parse: Callable[[Path], T], names: Callable[[T], Iterable[str]],
+                     error: type[Exception], missing: Callable[[Path], Exception]) -> list[T]:
+    """Every item of the search path ``entries``: each a folder of ``*.toml`` files (:func:`load_folder`)
+    or one file; ``missing(entry)`` is raised for an entry that does not exist."""
+    out: list[T] = []
+    for entry in entries:
+        if entry.is_dir():
+            out.extend(load_folder(entry, parse, names, error))
+        elif entry.is_file():
+            out.append(parse(entry))
+        else:
+            raise missing(entry)
+    return out
 
 
 def read_document(path: Path, error: type[Exception], what: str, format_version: int,

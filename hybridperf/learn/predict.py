@@ -18,8 +18,7 @@ from hybridperf.rowcheck import drop_bad_rows
 if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
 
-__all__ = ["check_prediction_rows", "half_width_column", "model_kernels", "predict_rows", "predict_times",
-           "rows_to_predict"]
+__all__ = ["check_prediction_rows", "half_width_column", "model_kernels", "predict_rows", "rows_to_predict"]
 
 _LIMITER_NAMES = {0.0: "warps", 1.0: "registers", 2.0: "shared memory", 3.0: "blocks"}
 
@@ -81,16 +80,6 @@ def check_prediction_rows(model: TrainedModel, rows: pd.DataFrame, *, strict: bo
     (:func:`hybridperf.rowcheck.drop_bad_rows`)."""
     rows, descs = model_kernels(model, rows)
     return drop_bad_rows(rows, descs, strict=strict, what="rows to predict")
-
-
-def predict_times(model: TrainedModel, rows: pd.DataFrame, *, features: pd.DataFrame | None = None,
-                  kernels: Mapping[str, KernelDescriptor] | None = None) -> np.ndarray:
-    """The predicted time (ms) of each row alone: the ``time_ms`` of :func:`predict_rows`, without the
-    interval and the out-of-domain reasons (what ranking needs for every configuration it streams).
-    ``kernels`` as in :func:`predict_rows`."""
-    rows, descs = model_kernels(model, rows, kernels)
-    feats = analytical_features(rows, kernels=descs) if features is None else features
-    return model.estimator.predict(model.features.transform(rows, features=feats))
 
 
 def half_width_column(level: float) -> str:

@@ -50,7 +50,7 @@ def _rank(args: argparse.Namespace, model: Any) -> Any:
         return rank_configs(model, args.kernel, args.gpu, values, space_overrides=space, configs=cands, top=args.top,
                             screen_bandwidth=args.screen_bandwidth, prune="none" if args.no_pareto else args.prune,
                             top_k=args.top_k, chunk_rows=args.chunk_rows, progress=True, client=client,
-                            jobs=args.jobs)
+                            jobs=args.jobs, odds=args.odds)
 
 
 def _model(args: argparse.Namespace) -> Any:
@@ -254,6 +254,9 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
     s.add_argument("--chunk-rows", type=t.count(5_000_000), default=50_000,
                    help="configs per streamed chunk (bounds memory: about 3 kB per config with a model)")
     s.add_argument("--jobs", type=t.count(256), default=1, help="threads scanning chunks side by side")
+    s.add_argument("--odds", action=argparse.BooleanOptionalAction, default=None,
+                   help="compute the chance that the fastest configuration is kept (default: for spaces of at most "
+                        "2,000,000 configurations; it predicts every configuration's interval)")
     s.add_argument("--dask", metavar="ADDRESS",
                    help="run the chunks on Dask: local (a local cluster, a worker per core), local:N, or a "
                         "scheduler's address (tcp://host:8786)")

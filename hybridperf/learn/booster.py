@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -12,7 +14,7 @@ from hybridperf.errors import HybridperfError
 from hybridperf.inputs import check_json_size
 from hybridperf.limits import MAX_TREE_NODES, MAX_TREES
 
-__all__ = ["check_booster", "default_booster"]
+__all__ = ["check_booster", "default_booster", "prediction_threads"]
 
 _ROOT_PARENT = 2147483647  # xgboost's "no parent" node id
 _INT = r"^[0-9]{1,9}$"
@@ -177,3 +179,19 @@ def default_booster(random_state: int | None = 0, n_jobs: int = 2) -> Any:
     return XGBRegressor(n_estimators=400, max_depth=6, learning_rate=0.05, subsample=0.8,
                         colsample_bytree=0.8, min_child_weight=2.0, reg_lambda=1.0, tree_method="hist",
                         random_state=random_state, n_jobs=n_jobs)
+
+
+@contextmanager
+def prediction_threads(regressors: Iterable[Any], n: int) -> Iterator[None]:
+    """Within the block, the xgboost regressors among ``regressors`` predict with ``n`` threads each (the
+    thread counts they had are restored after): for callers that predict from several threads at once,
+    where each booster's own threads would only compete for the same cores."""
+    boosters = [r.get_booster() for r in regressors if hasattr(r, "get_booster")]
+    before = [json.loads(b.save_config())["learner"]["generic_param"]["nthread"] for b in boosters]
+    try:
+        for b in boosters:
+            b.set_param({"nthread": n})
+        yield
+    finally:
+        for b, k in zip(boosters, before):
+            b.set_param({"nthread": int(k)})

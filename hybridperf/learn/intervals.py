@@ -231,9 +231,11 @@ class ConformalIntervals:
         shift = np.log2(np.maximum(reasons["ood_size_factor"].to_numpy(dtype=np.float64), 1.0))
         band = shift_band(reasons["ood_size_factor"])
         flags = _flags(reasons)
-        codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([prim, kernels]))
-        main = [(str(p), str(k), np.flatnonzero(codes == i)) for i, (p, k) in enumerate(pairs)]
         pcodes, prims = pd.factorize(prim)
+        kcodes, knames = pd.factorize(np.asarray(kernels, dtype=object))
+        pair = pcodes.astype(np.int64) * max(len(knames), 1) + kcodes  # one code per (primary, kernel)
+        main = [(str(prims[c // max(len(knames), 1)]), str(knames[c % max(len(knames), 1)]), np.flatnonzero(pair == c))
+                for c in pd.unique(pair)]
         flagged = []
         for i, p in enumerate(prims):
             mp = np.flatnonzero(pcodes == i)
@@ -253,11 +255,17 @@ class ConformalIntervals:
     def half_width(self, X: Any, reasons: pd.DataFrame, kernels: pd.Series, coverage: float) -> FloatArray:
         """Log-space half widths of the rows of ``X`` whose out-of-domain ``reasons`` (the columns of
         :func:`hybridperf.learn.domain.out_of_domain`) say which shifts apply."""
-        return self.half_widths(X, reasons, kernels, (coverage,))[:, 0]
+        return self.widths(X, reasons, kernels, coverage, ())[0]
 
     def half_widths(self, X: Any, reasons: pd.DataFrame, kernels: pd.Series, levels: Sequence[float]) -> FloatArray:
         """:meth:`half_width` at each coverage of ``levels``: one column per level, the difficulty
         estimated once. Non-decreasing along a row for increasing ``levels``."""
+        return self.widths(X, reasons, kernels, None, levels)[1]
+
+    def widths(self, X: Any, reasons: pd.DataFrame, kernels: pd.Series, coverage: float | None,
+               levels: Sequence[float]) -> tuple[FloatArray | None, FloatArray]:
+        """(:meth:`half_width` at ``coverage``, or None; :meth:`half_widths` at ``levels``), from one pass
+        over the rows' bins and one difficulty estimate."""
         names = kernels.astype(str).to_numpy()
         order = np.argsort(np.asarray(levels, dtype=np.float64))
         q = np.empty((len(names), len(order)))
@@ -266,7 +274,9 @@ class ConformalIntervals:
             q[:, j] = self._quantiles(groups, levels[j])
         if len(order):
             q[:, order] = np.maximum.accumulate(q[:, order], axis=1)
-        return q * self.sigma(X)[:, None]
+        sigma = self.sigma(X)
+        half = None if coverage is None else self._quantiles(groups, coverage) * sigma
+        return half, q * sigma[:, None]
 
     def to_dict(self) -> dict[str, Any]:
         """The scores per bin and the difficulty booster as JSON values (for the model file)."""

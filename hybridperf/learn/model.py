@@ -24,6 +24,7 @@ from hybridperf.learn.predict import (
     half_width_column,
     model_kernels,
     predict_rows,
+    predict_spread,
     rows_to_predict,
 )
 from hybridperf.learn.uncertainty import fit_intervals
@@ -32,7 +33,7 @@ from hybridperf.rowcheck import RowCheck, drop_bad_rows, drop_rows
 from hybridperf.sweep import param_columns, size_metric, training_rows
 
 __all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "check_prediction_rows", "fit_model",
-           "half_width_column", "load_model", "make_model", "model_kernels", "predict_rows", "rows_to_predict",
+           "half_width_column", "load_model", "make_model", "model_kernels", "predict_rows", "predict_spread", "rows_to_predict",
            "save_model", "size_bands", "train_model"]  # prediction: re-exported from predict.py
 
 # Feature columns beyond whose training range a row is an extrapolation in size (forward interval scores).
@@ -108,6 +109,13 @@ class TrainedModel:
     @property
     def mode(self) -> str:
         return self.estimator.mode
+
+    def regressors(self) -> list[Any]:
+        """The fitted regressors prediction runs: the residual and transfer boosters and the intervals' difficulty."""
+        est = self.estimator
+        found = [getattr(est, "regressor_", None), getattr(est, "transfer_regressor_", None),
+                 None if self.intervals is None else self.intervals.difficulty]
+        return [r for r in found if r is not None]
 
     def booster_params(self) -> dict[str, Any]:
         """The tunable booster parameters this model was trained with (to reuse, e.g. in evaluate)."""

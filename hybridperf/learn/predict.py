@@ -18,7 +18,8 @@ from hybridperf.rowcheck import drop_bad_rows
 if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
 
-__all__ = ["check_prediction_rows", "half_width_column", "model_kernels", "predict_rows", "rows_to_predict"]
+__all__ = ["check_prediction_rows", "half_width_column", "model_kernels", "predict_rows", "predict_spread",
+           "rows_to_predict"]
 
 _LIMITER_NAMES = {0.0: "warps", 1.0: "registers", 2.0: "shared memory", 3.0: "blocks"}
 
@@ -87,15 +88,47 @@ def half_width_column(level: float) -> str:
     return f"half_width_{level * 100:g}"
 
 
-def _half_widths(model: TrainedModel, X: Any, reasons: pd.DataFrame, kernels: pd.Series,
-                 levels: Sequence[float]) -> np.ndarray:
-    """Log-space half widths (rows x levels): the adaptive intervals', else the estimator's plain ones."""
-    if model.intervals is not None:
-        return model.intervals.half_widths(X, reasons, kernels, levels)
+def _plain_half_widths(model: TrainedModel, reasons: pd.DataFrame, levels: Sequence[float]) -> np.ndarray:
+    """The estimator's plain log-space half widths (rows x levels), for a model without adaptive intervals."""
     est = model.estimator
     outside = (reasons["ood_size_factor"].to_numpy(dtype=np.float64) > 1.0) & (est.extrap_abs_log_errors_ is not None)
     return np.column_stack([np.where(outside, est.interval_half_width(c, extrapolation=True),
                                      est.interval_half_width(c)) for c in levels])
+
+
+def _prepared(model: TrainedModel, rows: pd.DataFrame, features: pd.DataFrame | None,
+              kernels: Mapping[str, KernelDescriptor] | None, *,
+              reasons: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, Any, Any]:
+    """(rows with canonical kernel names, their features, the design matrix, the out-of-domain reasons or,
+    without ``reasons``, None)."""
+    rows, descs = model_kernels(model, rows, kernels)
+    feats = analytical_features(rows, kernels=descs) if features is None else features
+    X = model.features.transform(rows, features=feats)
+    why = out_of_domain(rows, model.features.domain_, feats["regime"].to_numpy()) if reasons else None
+    return rows, feats, X, why
+
+
+def predict_spread(model: TrainedModel, rows: pd.DataFrame, levels: Sequence[float], *,
+                   features: pd.DataFrame | None = None,
+                   kernels: Mapping[str, KernelDescriptor] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(predicted times, log-space half widths at ``levels``: rows x levels), the same numbers as
+    :func:`predict_rows` gives in ``time_ms`` and the :func:`half_width_column` columns, without its
+    labels and sentences (what a ranking scan needs of every configuration)."""
+    rows, _, X, reasons = _prepared(model, rows, features, kernels, reasons=len(levels) > 0)
+    pred = model.estimator.predict(X)
+    if reasons is None:  # the time alone
+        return pred, np.empty((len(pred), 0))
+    if model.intervals is not None:
+        return pred, model.intervals.widths(X, reasons, rows["kernel"], None, levels)[1]
+    return pred, _plain_half_widths(model, reasons, levels)
+
+
+def _labels(codes: pd.Series, names: Mapping[Any, str]) -> np.ndarray:
+    """The name of each numeric code ('' for NaN or a code without a name), looked up once per distinct code."""
+    v = codes.to_numpy(dtype=np.float64)
+    uniq, inverse = np.unique(v, return_inverse=True)  # NaNs sort last, one each: all map to ''
+    table = {float(k): n for k, n in names.items()}
+    return np.array([table.get(float(u), "") if np.isfinite(u) else "" for u in uniq], dtype=object)[inverse.ravel()]
 
 
 def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None, *,
@@ -116,16 +149,17 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     in the columns :func:`half_width_column` names (the row's predictive distribution, e.g. for
     :mod:`hybridperf.search.optimum`).
     """
-    rows, descs = model_kernels(model, rows, kernels)
-    feats = analytical_features(rows, kernels=descs) if features is None else features
-    X = model.features.transform(rows, features=feats)
+    rows, feats, X, reasons = _prepared(model, rows, features, kernels)
     est = model.estimator
     pred, lo, hi = est.predict_with_interval(X, coverage)
-    reasons = out_of_domain(rows, model.features.domain_, feats["regime"].to_numpy())
     cov = est.coverage if coverage is None else coverage
     unseen = reasons["ood_kernel"].to_numpy(dtype=bool)
+    widths = None
+    if model.intervals is not None and (cov is not None or len(levels)):
+        half, widths = model.intervals.widths(X, reasons, rows["kernel"], cov, levels)
+    elif len(levels):
+        widths = _plain_half_widths(model, reasons, levels)
     if model.intervals is not None and cov is not None:
-        half = model.intervals.half_width(X, reasons, rows["kernel"], cov)
         ivs = model.intervals
         if not ivs.measured("kernel"):
             half = np.where(unseen, np.inf, half)  # no leave-kernel-out fit measured this shift (one kernel)
@@ -137,16 +171,15 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     out["time_ms"] = pred
     out["lo_ms"] = lo
     out["hi_ms"] = hi
-    out["regime"] = [REGIMES.get(int(r), "") if np.isfinite(r) else "" for r in feats["regime"]]
-    out["limiter"] = [_LIMITER_NAMES.get(v, "") for v in feats["limiter"]]
+    out["regime"] = _labels(feats["regime"], REGIMES)
+    out["limiter"] = _labels(feats["limiter"], _LIMITER_NAMES)
     out["feasible"] = feats["feasible"].to_numpy() > 0
     text = reason_text(reasons, rows["kernel"], rows["gpu"])
     out["out_of_domain"] = [bool(t) for t in text]
     out["ood_reason"] = text
     for col in REASON_COLUMNS:
         out[col] = reasons[col].to_numpy()
-    if len(levels):
-        widths = _half_widths(model, X, reasons, rows["kernel"], levels)
+    if widths is not None:
         for j, level in enumerate(levels):
             out[half_width_column(level)] = widths[:, j]
     return out

@@ -46,7 +46,9 @@ class RankSpace:
     ``kernel_key`` and ``gpu_key`` are the names written in prediction rows (what
     :func:`hybridperf.kernel.load_kernel` and :func:`hybridperf.hardware.load_gpu` resolve).
     ``prune`` is one of :data:`PRUNE_MODES`; ``top_k`` the number of the model's fastest predicted
-    configurations the union keeps; ``keep`` the number ``prune="none"`` keeps. The configurations
+    configurations the union keeps; ``keep`` the number ``prune="none"`` keeps; ``odds`` whether every
+    configuration's interval widths are predicted and the dropped contenders kept, for the chance that
+    the fastest is kept (:mod:`hybridperf.search.optimum`). The configurations
     are those of ``solver`` (the constrained space, built by :class:`ConfigSpace`) or ``configs``
     (explicit ones: an ``index`` column and every config parameter a column).
     """
@@ -63,6 +65,7 @@ class RankSpace:
     top_k: int = 100
     solver: ConfigSpace | None = None
     configs: pd.DataFrame | None = None
+    odds: bool = True
 
     def __post_init__(self) -> None:
         if (self.solver is None) == (self.configs is None):
@@ -216,7 +219,7 @@ def _scan_by_time(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
     surv.insert(0, "index", cfg["index"].to_numpy(dtype=np.int64)[ok])
     surv["efficiency"], surv["utilization"] = np.nan, np.nan
     surv["register_spill"] = feats["register_spill"].to_numpy()[ok] > 0
-    surv = predict_configs(space, surv, rows.loc[ok], feats.loc[ok])
+    surv = _with_spread(space, surv, rows.loc[ok], feats.loc[ok])
     return ChunkResult(n_rows=len(cfg), infeasible=_counts(reason[~ok]), n_screened=0, shortlist=_select(surv, space))
 
 
@@ -265,7 +268,7 @@ def scan_configs(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
     surv["register_spill"] = np.asarray(res.register_spill, dtype=bool)[ok]  # registers clamped: nvcc spills
     for m in timed:
         surv[analytical_time_column(m)] = res.terms[m]["time_ms"].to_numpy(dtype=np.float64)[ok]
-    surv = predict_configs(space, surv)
+    surv = _with_spread(space, surv)
     n_screened, unscreened, best_screened = 0, None, float("nan")
     if space.screen_bandwidth:
         mem = res.terms["roofline"]["memory_bound"].to_numpy(dtype=bool)[ok]
@@ -347,6 +350,29 @@ def config_rows(kernel: str, gpu: str, sizes: Mapping[str, float], configs: pd.D
     params = pd.DataFrame({name: float(v) for name, v in sizes.items()}, index=configs.index)
     params[list(config_names)] = configs[list(config_names)].to_numpy(dtype=np.float64)
     return launch_rows(kernel, gpu, params, sizes, config_names)
+
+
+def _with_spread(space: RankSpace, configs: pd.DataFrame, rows: pd.DataFrame | None = None,
+                 feats: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``configs`` with what the scan needs of every configuration: ``time_ms`` and, with ``space.odds``, the
+    half widths at :data:`hybridperf.search.optimum.LEVELS` (NaN without a model). The rest of
+    :func:`predict_configs`'s columns are added to the final candidates only."""
+    out = configs.copy()
+    levels = LEVELS if space.odds else ()
+    if space.model is None or configs.empty:
+        out["time_ms"] = np.nan
+        for c in width_columns(levels):
+            out[c] = np.nan
+        return out
+    from hybridperf.learn.model import predict_spread
+
+    rows = prediction_rows(space, configs) if rows is None else rows.reset_index(drop=True)
+    time_ms, widths = predict_spread(space.model, rows, levels, features=None if feats is None else
+                                     feats.reset_index(drop=True), kernels={space.kernel_key: space.kernel})
+    out["time_ms"] = time_ms
+    for j, c in enumerate(width_columns(levels)):
+        out[c] = widths[:, j]
+    return out
 
 
 def predict_configs(space: RankSpace, configs: pd.DataFrame, rows: pd.DataFrame | None = None,

@@ -31,13 +31,19 @@ from hybridperf.sweep import param_columns, param_name
 if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
 
-__all__ = ["FILL", "RankResult", "rank_configs", "resolve_top_k"]
+__all__ = ["FILL", "ODDS_MAX_CONFIGS", "RankResult", "rank_configs", "resolve_top_k"]
 
 # By default the union's top-k fills the shortlist up to this share of the feasible configurations:
 # the bound of EVALUATION.md's pruning target (>= 90% removed). Measured on the 11 ranking sweeps with
 # models trained on 1% of each (experiments/results/ranking_pruning.md): a 1%-trained model needs k up
 # to ~8% of the space to reach a configuration within 1% of the optimum on the convolution sweeps.
 FILL = 0.1
+# Above this many configurations (the space's size, before constraints) the chance that the fastest is
+# kept is not computed unless asked for (odds=True): it needs every configuration's interval widths
+# (about a third of the scan's time) and, on spaces this large, intervals leave more than
+# MAX_CONTENDERS dropped configurations that could be the fastest, so that the chance is unknown anyway
+# (kt-convolution at W = H = 4096: 46% of 500,000 sampled configurations contend).
+ODDS_MAX_CONFIGS = 2_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +67,8 @@ class RankResult:
     those left after screening) is among ``candidates``, and ``p_fastest_in_table`` that it is among
     ``table``, from the prediction intervals (:mod:`hybridperf.search.optimum`: errors taken as
     independent, so the probabilities are conservative); ``n_contenders`` counts the dropped
-    configurations whose intervals still allow them to be the fastest. NaN without a model.
+    configurations whose intervals still allow them to be the fastest. NaN without a model, and
+    when ``odds_skipped`` (a space of more than :data:`ODDS_MAX_CONFIGS` ranked without ``odds=True``).
     """
 
     kernel: str  # as rows name it: shipped name, or descriptor path
@@ -87,6 +94,7 @@ class RankResult:
     p_fastest_kept: float = float("nan")
     p_fastest_in_table: float = float("nan")
     n_contenders: int = 0
+    odds_skipped: bool = False
 
     def rows(self) -> pd.DataFrame:
         """The candidates as sweep-format rows (kernel, gpu, size.*, config.*), e.g. for suggest_next."""
@@ -138,6 +146,9 @@ class RankResult:
 
     def describe_odds(self) -> str:
         """One line: how likely the fastest configuration is among the candidates and the table ('' without)."""
+        if self.odds_skipped:
+            return (f"chance the fastest is kept: not computed (a space of more than {ODDS_MAX_CONFIGS:,} "
+                    "configurations; --odds computes it)")
         if not np.isfinite(self.p_fastest_kept):
             return "" if self.n_contenders == 0 else (
                 f"chance the fastest is kept: unknown ({self.n_contenders} dropped configurations could be the "
@@ -154,7 +165,7 @@ class RankResult:
                 "ranked": len(self.candidates), "pruned": self.n_pruned, "best_pruned_ms": self.best_pruned_ms,
                 "best_screened_ms": self.best_screened_ms, "screened_fallback": self.screened_fallback,
                 "p_fastest_kept": self.p_fastest_kept, "p_fastest_in_table": self.p_fastest_in_table,
-                "contenders_dropped": self.n_contenders}
+                "contenders_dropped": self.n_contenders, "odds_computed": not self.odds_skipped}
 
 
 def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:
@@ -240,7 +251,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
                  sizes: Mapping[str, Any], *, space_overrides: Mapping[str, Sequence[float]] | None = None,
                  configs: pd.DataFrame | None = None, top: int = 10, prune: str = "union", top_k: float | None = None,
                  screen_bandwidth: bool = False, pareto: bool | None = None, chunk_rows: int = 50_000,
-                 progress: bool = False, client: Any = None, jobs: int = 1) -> RankResult:
+                 progress: bool = False, client: Any = None, jobs: int = 1, odds: bool | None = None) -> RankResult:
     """Enumerate a kernel's configuration space, prune it, and rank the survivors by predicted time.
 
     Stages: the space is the descriptor's ``[config]`` value lists, with the config parameters
@@ -292,6 +303,8 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     progress : report the scan's progress (:mod:`hybridperf.progress`; the command line draws a bar).
     client : optional ``distributed.Client``; the same chunk function then runs on the cluster.
     jobs : threads of this process scanning chunks side by side (without a client).
+    odds : compute the chance that the fastest configuration is kept (every configuration's interval
+        widths predicted): None (default) for spaces of at most :data:`ODDS_MAX_CONFIGS` configurations.
 
     Returns
     -------
@@ -309,7 +322,8 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     k = max(top, math.ceil(FILL * n)) if top_k is None else resolve_top_k(top_k, n)
     space = RankSpace(kernel=us.kernel, gpu=spec, sizes=us.sizes, kernel_key=kernel_key(us.kernel), gpu_key=spec.key,
                       screen_bandwidth=screen_bandwidth, prune=mode, model=model, keep=top, top_k=k,
-                      solver=us.space, configs=us.candidates)  # with_space keeps the path and sha256: same key
+                      solver=us.space, configs=us.candidates,  # with_space keeps the path and sha256: same key
+                      odds=n <= ODDS_MAX_CONFIGS if odds is None else bool(odds))
     total = scan_space(space, chunk_rows=chunk_rows, progress=progress, client=client, jobs=jobs)
     short, fallback = total.shortlist, False
     if screen_bandwidth and short.kept.empty and total.unscreened is not None and not total.unscreened.kept.empty:
@@ -323,7 +337,8 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     kept = with_ryoo_metrics(space, short.kept.sort_values("index").reset_index(drop=True))
     ranked = _rank(space, predict_configs(space, kept))
     shown = kept["index"].isin(ranked["index"].head(top)).to_numpy()
-    p_kept, p_table = (np.nan, np.nan) if short.n_lost else shortlist_probabilities(kept, short.contenders, shown)
+    odds_ok = space.odds and not short.n_lost
+    p_kept, p_table = shortlist_probabilities(kept, short.contenders, shown) if odds_ok else (np.nan, np.nan)
     front = mode != "none"
     filled = top_k is None and mode == "union" and space.n_top > 0
     res = RankResult(kernel=space.kernel_key, gpu=space.gpu_key, sizes=dict(space.sizes), table=ranked.head(top),
@@ -336,7 +351,8 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
                      n_pruned=short.n_dropped, best_pruned_ms=short.best_dropped_ms,
                      best_screened_ms=np.nan if fallback else total.best_screened_ms, fixed=dict(us.fixed),
                      p_fastest_kept=p_kept, p_fastest_in_table=p_table,
-                     n_contenders=len(short.contenders) + short.n_lost if short.contenders is not None else 0)
+                     n_contenders=len(short.contenders) + short.n_lost if short.contenders is not None else 0,
+                     odds_skipped=model is not None and not space.odds)
     notes = _notes(res, space)
     if fallback:
         notes.insert(0, f"every feasible configuration is memory-bound by the roofline ({total.n_screened}); "

@@ -5,6 +5,7 @@
 # the configurations the solver pruned are counted by constraint on the way.
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import nullcontext
 from typing import Any
@@ -70,12 +71,21 @@ def scan_unit(space: RankSpace, unit: Unit, chunk_rows: int) -> ChunkResult:
     return _empty(space) if total is None else total
 
 
+def _cores() -> int:
+    """CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _threaded(space: RankSpace, chunk_rows: int, jobs: int) -> Iterator[ChunkResult]:
     """Chunks scanned by ``jobs`` threads of this process (numpy, pandas and xgboost release the GIL in
     their heavy loops); at most ``jobs + 1`` chunks are held at a time."""
     from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    from hybridperf.learn.booster import prediction_threads
+
+    per_job = max(1, _cores() // jobs)  # the chunks are the parallelism: no more threads than cores
+    with prediction_threads(space.model.regressors() if space.model is not None else [], per_job), \
+            ThreadPoolExecutor(max_workers=jobs) as pool:
         running: set[Future[ChunkResult]] = set()
         for cfg, pruned in _work(space, None, chunk_rows):
             running.add(pool.submit(_scan, space, cfg, pruned))

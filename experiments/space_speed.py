@@ -11,7 +11,7 @@ Three measurements, each in the same run as its reference:
 2. `rank --no-pareto` on the whole kt-convolution space (31,457,280 combinations, 18.4M satisfy the
    constraints) with a model trained on the shipped kt-convolution sweep, in a child process whose peak
    memory (the sum of the RSS of the process and its children, sampled every 0.1 s) is recorded: with 2
-   threads (`--jobs 2`), 1 thread, and a 2-worker local Dask cluster.
+   threads (`--jobs 2`), 1 thread, a 2-worker local Dask cluster, and 2 threads with `--odds`.
 3. A 10^8-combination space (the synthetic 10^7 descriptor plus one 10-value parameter in a constraint)
    streamed by the solver in chunks of 50,000, in a child process (peak RSS), with product-then-filter
    in chunks beside it.
@@ -130,9 +130,10 @@ model = load_model({model!r})
 with (dask_client({dask!r}) if {dask!r} else nullcontext()) as client:
     t, c = time.perf_counter(), time.process_time()
     r = rank_configs(model, "kt-convolution", "rtx-a4000", {sizes!r}, prune="none", top=10, jobs={jobs},
-                     chunk_rows={chunk}, client=client)
+                     chunk_rows={chunk}, client=client, odds={odds!r})
     wall, cpu = time.perf_counter() - t, time.process_time() - c
-print(json.dumps({{"wall_s": wall, "cpu_s_main": cpu, "maxrss_main_mib": hwm_mib(),
+print(json.dumps({{"wall_s": wall, "cpu_s_main": cpu, "maxrss_main_mib": hwm_mib(), "odds": not r.odds_skipped,
+                  "contenders": r.n_contenders,
                   "space": r.space_size, "feasible": r.n_feasible, "best_ms": float(r.table["time_ms"].iloc[0]),
                   "best_index": int(r.table["index"].iloc[0])}}))
 """
@@ -161,10 +162,12 @@ def _run_sampled(code: str) -> tuple[dict, float]:
 def conv(runs: int, chunk_rows: int) -> pd.DataFrame:
     model = str(_train_model())
     recs = []
-    plan = [("threads", 2, "")] * runs + [("threads", 1, ""), ("dask local:2", 1, "local:2")]
-    for how, jobs, dask in plan:
+    plan = [("threads", 2, "", None)] * runs + [("threads", 1, "", None), ("dask local:2", 1, "local:2", None),
+                                               ("threads, --odds", 2, "", True)]
+    for how, jobs, dask, odds in plan:
         load = os.getloadavg()[0]
-        code = _RANK_CHILD.format(root=str(ROOT), model=model, dask=dask, jobs=jobs, sizes=CONV_SIZES, chunk=chunk_rows)
+        code = _RANK_CHILD.format(root=str(ROOT), model=model, dask=dask, jobs=jobs, sizes=CONV_SIZES, chunk=chunk_rows,
+                                  odds=odds)
         res, peak = _run_sampled(code)
         recs.append({"how": how, "jobs": jobs, "chunk_rows": chunk_rows, **res, "peak_rss_tree_mib": peak,
                      "load_avg_1min_before": load, "load_avg_1min_after": os.getloadavg()[0]})
@@ -269,10 +272,11 @@ def _report() -> None:
                   "seconds of the main process, all its threads (the Dask workers' are not in it).\n",
                   md_table(c.drop(columns=meta)), "",
                   f"Median over {len(threads)} runs with 2 threads: {threads['wall_s'].median():.0f} s wall, "
-                  f"{threads['cpu_s_main'].median():.0f} CPU s, peak {threads['peak_rss_tree_mib'].max():.0f} MiB. "
-                  f"Half the CPU seconds, {threads['cpu_s_main'].median() / 2:.0f} s, is the wall time if the two "
-                  "threads kept both cores busy: an estimate for a quiet machine, not a measurement (under this load "
-                  "the wall time measures the other jobs).\n"]
+                  f"{threads['cpu_s_main'].median():.0f} CPU s, peak {threads['peak_rss_tree_mib'].max():.0f} MiB "
+                  "(under a load average above 2 the wall time also measures the other jobs). `odds`: whether the "
+                  "chance that the fastest is kept was computed (by default not for a space of more than 2,000,000 "
+                  "configurations; the `--odds` row asks for it); `contenders`: the dropped configurations whose "
+                  "intervals let them be the fastest (more than 100,000 make the chance unknown).\n"]
     s = _part("stream_1e8")
     if s is not None:
         lines += ["## 3. A 10^8-combination space streamed\n", _provenance(s),

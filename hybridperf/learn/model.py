@@ -33,8 +33,8 @@ from hybridperf.rowcheck import RowCheck, drop_bad_rows, drop_rows
 from hybridperf.sweep import param_columns, size_metric, training_rows
 
 __all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "check_prediction_rows", "fit_model",
-           "half_width_column", "load_model", "make_model", "model_kernels", "predict_rows", "predict_spread", "rows_to_predict",
-           "save_model", "size_bands", "train_model"]  # prediction: re-exported from predict.py
+           "half_width_column", "load_model", "make_model", "model_kernels", "predict_rows", "predict_spread",
+           "rows_to_predict", "save_model", "size_bands", "train_model"]  # prediction: re-exported from predict.py
 
 # Feature columns beyond whose training range a row is an extrapolation in size (forward interval scores).
 EXTRAPOLATION_COLUMNS = r"^log2_size\."

@@ -63,11 +63,15 @@ def _scan(space: RankSpace, cfg: pd.DataFrame, pruned: dict[str, int]) -> ChunkR
 
 
 def scan_unit(space: RankSpace, unit: Unit, chunk_rows: int) -> ChunkResult:
-    """One unit of work scanned and merged (what a Dask worker runs)."""
+    """One unit of work scanned and merged (what a Dask worker runs: the units are the parallelism, so the
+    boosters predict with one thread)."""
+    from hybridperf.learn.booster import prediction_threads
+
     total: ChunkResult | None = None
-    for cfg, pruned in _work(space, unit, chunk_rows):
-        part = _scan(space, cfg, pruned)
-        total = part if total is None else merge_chunks(total, part, space)
+    with prediction_threads(space.model.regressors() if space.model is not None else [], 1):
+        for cfg, pruned in _work(space, unit, chunk_rows):
+            part = _scan(space, cfg, pruned)
+            total = part if total is None else merge_chunks(total, part, space)
     return _empty(space) if total is None else total
 
 

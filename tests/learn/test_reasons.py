@@ -169,3 +169,21 @@ def test_kernel_never_trained_by_a_model_of_several_kernels_has_the_measured_int
     assert pred["ood_kernel"].tolist() == [True, False]
     ratio = (pred["hi_ms"] / pred["lo_ms"]).to_numpy()
     assert np.isfinite(ratio).all() and ratio[0] > ratio[1]
+
+
+def test_predict_spread_gives_predict_rows_times_and_widths(model, gemm: pd.DataFrame) -> None:
+    """The ranking scan's lean path (time and widths only) agrees with predict_rows on rows showing every reason."""
+    from hybridperf.learn.model import half_width_column, predict_spread
+    from hybridperf.search.optimum import LEVELS
+
+    rows = gemm.drop(columns="regime").sample(3000, random_state=3).reset_index(drop=True)
+    full = predict_rows(model, rows, 0.9, levels=LEVELS)
+    assert full["out_of_domain"].any() and not full["out_of_domain"].all()
+    time_ms, widths = predict_spread(model, rows, LEVELS)
+    np.testing.assert_array_equal(time_ms, full["time_ms"].to_numpy())
+    np.testing.assert_array_equal(widths, full[[half_width_column(c) for c in LEVELS]].to_numpy())
+    # The coverage's own half width, computed in the same pass, is the level's where the level is asked for.
+    np.testing.assert_allclose(np.log(full["hi_ms"] / full["time_ms"]), widths[:, LEVELS.index(0.9)], rtol=1e-12)
+    bare, none = predict_spread(model, rows, ())
+    np.testing.assert_array_equal(bare, time_ms)
+    assert none.shape == (len(rows), 0)

@@ -79,3 +79,40 @@ def test_rank_probability_matches_a_brute_force_pass_over_the_space(model, top: 
 def test_without_a_model_there_is_no_probability() -> None:
     res = rank_configs(None, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL)
     assert np.isnan(res.p_fastest_kept) and np.isnan(res.p_fastest_in_table) and res.n_contenders == 0
+
+
+def test_odds_off_ranks_the_same_and_says_so(model, monkeypatch) -> None:
+    """Without the odds the scan predicts no widths: same ranking and times, no probability, a note saying why."""
+    import hybridperf.search.rank as rank_mod
+
+    on = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=5, chunk_rows=300)
+    off = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=5, chunk_rows=300,
+                       odds=False)
+    assert on.table["index"].tolist() == off.table["index"].tolist()
+    np.testing.assert_array_equal(on.table["time_ms"], off.table["time_ms"])
+    np.testing.assert_array_equal(on.table["hi_ms"], off.table["hi_ms"])  # the shown rows keep their intervals
+    assert np.isfinite(on.p_fastest_kept) and not on.odds_skipped and on.pruning()["odds_computed"]
+    assert np.isnan(off.p_fastest_kept) and off.odds_skipped and off.n_contenders == 0
+    assert "not computed" in off.describe_odds() and not off.pruning()["odds_computed"]
+    # By default the odds are computed up to ODDS_MAX_CONFIGS configurations, and not beyond.
+    monkeypatch.setattr(rank_mod, "ODDS_MAX_CONFIGS", on.space_size - 1)
+    auto = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=5)
+    assert auto.odds_skipped and np.isnan(auto.p_fastest_kept)
+    forced = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=5, odds=True)
+    assert forced.p_fastest_kept == on.p_fastest_kept
+
+
+def test_threaded_scan_gives_the_same_result_and_restores_booster_threads(model) -> None:
+    import json
+
+    def threads() -> list[str]:
+        return [json.loads(r.get_booster().save_config())["learner"]["generic_param"]["nthread"]
+                for r in model.regressors()]
+
+    before = threads()
+    one = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=5, chunk_rows=200)
+    two = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=5, chunk_rows=200,
+                       jobs=2)
+    assert one.table["index"].tolist() == two.table["index"].tolist()
+    assert one.p_fastest_kept == two.p_fastest_kept and one.n_contenders == two.n_contenders
+    assert threads() == before and len(before) >= 2

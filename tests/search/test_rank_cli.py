@@ -147,3 +147,18 @@ def test_dask_local_cluster_gives_the_serial_result(model_path, capsys, prune) -
     local = _json(capsys, [*argv, "--dask", "local:2"])
     threads = _json(capsys, [*argv, "--jobs", "2"])
     assert serial == local == threads
+
+
+def test_no_odds_skips_the_chance_and_says_so(model_path, capsys) -> None:
+    from hybridperf.search.rank import ODDS_MAX_CONFIGS
+
+    on = _json(capsys, [*BASE, "-m", model_path, "--no-pareto", "--top", "3", "--json"])
+    off = _json(capsys, [*BASE, "-m", model_path, "--no-pareto", "--top", "3", "--no-odds", "--json"])
+    assert [r["index"] for r in on["table"]] == [r["index"] for r in off["table"]]
+    assert on["pruning"]["odds_computed"] and not off["pruning"]["odds_computed"]
+    assert off["pruning"]["p_fastest_kept"] is None and off["pruning"]["contenders_dropped"] == 0
+    assert main([*BASE, "-m", model_path, "--no-pareto", "--top", "3", "--no-odds"]) == 0
+    assert "not computed" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["rank", "--help"])
+    assert f"{ODDS_MAX_CONFIGS:,}" in " ".join(capsys.readouterr().out.split())  # the help names the real threshold

@@ -205,7 +205,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def _loop_args(s: argparse.ArgumentParser) -> None:
     from hybridperf.cli import argtypes as t
-    from hybridperf.search.prior import PRIORS
+    from hybridperf.search.prior_kinds import PRIORS
 
     s.add_argument("--prior", choices=PRIORS, default="auto",
                    help="what the loop knows before measuring (auto: transfer from --prior-data, else the model, "

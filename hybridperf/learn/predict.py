@@ -125,10 +125,9 @@ def predict_spread(model: TrainedModel, rows: pd.DataFrame, levels: Sequence[flo
 
 def _labels(codes: pd.Series, names: Mapping[Any, str]) -> np.ndarray:
     """The name of each numeric code ('' for NaN or a code without a name), looked up once per distinct code."""
-    v = codes.to_numpy(dtype=np.float64)
-    uniq, inverse = np.unique(v, return_inverse=True)  # NaNs sort last, one each: all map to ''
+    found, uniq = pd.factorize(codes.to_numpy(dtype=np.float64))  # NaN: code -1
     table = {float(k): n for k, n in names.items()}
-    return np.array([table.get(float(u), "") if np.isfinite(u) else "" for u in uniq], dtype=object)[inverse.ravel()]
+    return np.array([table.get(float(u), "") for u in uniq] + [""], dtype=object)[found]  # -1: the last, ''
 
 
 def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None, *,

@@ -16,12 +16,12 @@ from hybridperf.learn.baseline import baseline_column
 from hybridperf.learn.features import analytical_features
 from hybridperf.learn.model import TrainedModel
 from hybridperf.search.ensemble import FeaturePool
+from hybridperf.search.prior_kinds import PRIORS
 from hybridperf.sweep import param_columns
 
 __all__ = ["PRIORS", "PRIOR_BOOSTER", "Prior", "analytical_prior", "make_prior", "measured_elsewhere",
            "model_prior", "no_prior", "transfer_prior"]
 
-PRIORS = ("auto", "transfer", "model", "analytical", "none")
 # The transfer prior's booster: fitted once per space on up to PRIOR_MAX_ROWS rows of other GPUs (one thread:
 # xgboost's OpenMP threads spin and slow down badly on a shared machine).
 PRIOR_BOOSTER: dict[str, Any] = {"max_depth": 6, "eta": 0.1, "subsample": 0.8, "colsample_bytree": 0.8,

@@ -134,8 +134,9 @@ def add_group_ids(features: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     out = features.copy(deep=False)  # a new column only: the data is shared, not copied
     k_codes, kernels = pd.factorize(rows["kernel"].astype(str).to_numpy(dtype=object))
     g_codes, gpus = pd.factorize(rows["gpu"].astype(str).to_numpy(dtype=object))
-    pairs, pair_codes = np.unique(k_codes.astype(np.int64) * max(len(gpus), 1) + g_codes, return_inverse=True)
-    names = [f"{kernels[p // max(len(gpus), 1)]}|{gpus[p % max(len(gpus), 1)]}" for p in pairs]
+    ng = max(len(gpus), 1)
+    pairs, pair_codes = np.unique(k_codes.astype(np.int64) * ng + g_codes, return_inverse=True)
+    names = [f"{kernels[p // ng]}|{gpus[p % ng]}" for p in pairs]
     out[GROUP_COLUMNS[0]] = _ids(np.asarray(names, dtype=object))[pair_codes.reshape(-1)]
     out[GROUP_COLUMNS[1]] = _ids(np.asarray(kernels, dtype=object))[k_codes]
     return out

@@ -233,9 +233,9 @@ class ConformalIntervals:
         flags = _flags(reasons)
         pcodes, prims = pd.factorize(prim)
         kcodes, knames = pd.factorize(np.asarray(kernels, dtype=object))
-        pair = pcodes.astype(np.int64) * max(len(knames), 1) + kcodes  # one code per (primary, kernel)
-        main = [(str(prims[c // max(len(knames), 1)]), str(knames[c % max(len(knames), 1)]), np.flatnonzero(pair == c))
-                for c in pd.unique(pair)]
+        nk = max(len(knames), 1)
+        pair = pcodes.astype(np.int64) * nk + kcodes  # one code per (primary, kernel)
+        main = [(str(prims[c // nk]), str(knames[c % nk]), np.flatnonzero(pair == c)) for c in pd.unique(pair)]
         flagged = []
         for i, p in enumerate(prims):
             mp = np.flatnonzero(pcodes == i)

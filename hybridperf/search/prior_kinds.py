@@ -1,5 +1,5 @@
-"""The measure-next loop's kinds of prior, by name: a module of its own, so that the command line can offer
-them without importing the models (:mod:`hybridperf.search.prior` builds them)."""
+"""The measure-next loop's kinds of prior, by name (:mod:`hybridperf.search.prior` builds them)."""
+# A module of its own so that the command line can offer the names without importing the models.
 from __future__ import annotations
 
 __all__ = ["PRIORS"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -181,17 +182,34 @@ def default_booster(random_state: int | None = 0, n_jobs: int = 2) -> Any:
                         random_state=random_state, n_jobs=n_jobs)
 
 
+# Boosters whose thread count prediction_threads holds: id -> [booster, users, thread count before].
+_HELD: dict[int, list[Any]] = {}
+_HELD_LOCK = threading.Lock()
+
+
 @contextmanager
 def prediction_threads(regressors: Iterable[Any], n: int) -> Iterator[None]:
-    """Within the block, the xgboost regressors among ``regressors`` predict with ``n`` threads each (the
-    thread counts they had are restored after): for callers that predict from several threads at once,
-    where each booster's own threads would only compete for the same cores."""
+    """Within the block, the xgboost regressors among ``regressors`` predict with ``n`` threads each: for
+    callers that predict from several threads at once, where each booster's own threads would only compete
+    for the same cores. Safe to nest and to enter from several threads: the first to enter sets the count
+    (later ones keep it), the last to leave restores the count the booster had."""
     boosters = [r.get_booster() for r in regressors if hasattr(r, "get_booster")]
-    before = [json.loads(b.save_config())["learner"]["generic_param"]["nthread"] for b in boosters]
-    try:
+    with _HELD_LOCK:
         for b in boosters:
-            b.set_param({"nthread": n})
+            held = _HELD.get(id(b))
+            if held is None:
+                nthread = json.loads(b.save_config())["learner"]["generic_param"]["nthread"]
+                _HELD[id(b)] = [b, 1, int(nthread)]
+                b.set_param({"nthread": n})
+            else:
+                held[1] += 1
+    try:
         yield
     finally:
-        for b, k in zip(boosters, before):
-            b.set_param({"nthread": int(k)})
+        with _HELD_LOCK:
+            for b in boosters:
+                held = _HELD[id(b)]
+                held[1] -= 1
+                if held[1] == 0:
+                    b.set_param({"nthread": held[2]})
+                    del _HELD[id(b)]

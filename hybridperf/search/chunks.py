@@ -240,8 +240,8 @@ def scan_configs(space: RankSpace, cfg: pd.DataFrame) -> ChunkResult:
     Infeasible configurations (a ``[space]`` constraint broken, or over an occupancy limit) are
     counted by reason. With a model every feasible configuration's time is predicted, and with
     ``space.odds`` its interval widths (:func:`_with_spread`; labels, intervals and domain reasons
-    are added to the final candidates by :func:`predict_configs`). With ``space.screen_bandwidth``, roofline memory-bound
-    configurations are removed before the shortlist is built (seed 003 Sec. 5.3: the metrics
+    are added to the final candidates by :func:`predict_configs`). With ``space.screen_bandwidth``,
+    roofline memory-bound configurations are removed before the shortlist is built (seed 003 Sec. 5.3: the metrics
     assume memory bandwidth is not the bottleneck). The shortlist is the chunk's part of
     :func:`_select`.
     """

@@ -68,7 +68,8 @@ class RankResult:
     ``table``, from the prediction intervals (:mod:`hybridperf.search.optimum`: errors taken as
     independent, so the probabilities are conservative); ``n_contenders`` counts the dropped
     configurations whose intervals still allow them to be the fastest. NaN without a model, and
-    when ``odds_skipped`` (a space of more than :data:`ODDS_MAX_CONFIGS` ranked without ``odds=True``).
+    when ``odds_skipped`` (``odds=False``, or a space of more than :data:`ODDS_MAX_CONFIGS` ranked without
+    ``odds=True``).
     """
 
     kernel: str  # as rows name it: shipped name, or descriptor path
@@ -147,8 +148,9 @@ class RankResult:
     def describe_odds(self) -> str:
         """One line: how likely the fastest configuration is among the candidates and the table ('' without)."""
         if self.odds_skipped:
-            return (f"chance the fastest is kept: not computed (a space of more than {ODDS_MAX_CONFIGS:,} "
-                    "configurations; --odds computes it)")
+            why = (f"a space of more than {ODDS_MAX_CONFIGS:,} configurations" if self.space_size > ODDS_MAX_CONFIGS
+                   else "asked not to")
+            return f"chance the fastest is kept: not computed ({why}; --odds computes it)"
         if not np.isfinite(self.p_fastest_kept):
             return "" if self.n_contenders == 0 else (
                 f"chance the fastest is kept: unknown ({self.n_contenders} dropped configurations could be the "
@@ -165,7 +167,8 @@ class RankResult:
                 "ranked": len(self.candidates), "pruned": self.n_pruned, "best_pruned_ms": self.best_pruned_ms,
                 "best_screened_ms": self.best_screened_ms, "screened_fallback": self.screened_fallback,
                 "p_fastest_kept": self.p_fastest_kept, "p_fastest_in_table": self.p_fastest_in_table,
-                "contenders_dropped": self.n_contenders, "odds_computed": not self.odds_skipped}
+                "contenders_dropped": None if self.odds_skipped else self.n_contenders,
+                "odds_computed": not self.odds_skipped and bool(self.candidates["time_ms"].notna().any())}
 
 
 def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:

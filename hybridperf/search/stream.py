@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from contextlib import nullcontext
+from contextlib import closing, nullcontext
 from typing import Any
 
 import numpy as np
@@ -140,8 +140,9 @@ def scan_space(space: RankSpace, *, chunk_rows: int = 50_000, progress: bool = F
         raise HybridperfError(f"jobs must be at least 1, got {jobs}")
     total: ChunkResult | None = None
     with task(f"rank {space.kernel.name}: configurations", space.size()) if progress else nullcontext() as t:
-        for part in _parts(space, chunk_rows, client, jobs):
-            total = part if total is None else merge_chunks(total, part, space)
-            if t is not None:
-                t.advance(part.n_rows)
+        with closing(_parts(space, chunk_rows, client, jobs)) as parts:  # an error here stops the threads too
+            for part in parts:
+                total = part if total is None else merge_chunks(total, part, space)
+                if t is not None:
+                    t.advance(part.n_rows)
     return _empty(space) if total is None else total

@@ -51,3 +51,18 @@ def test_a_fixed_launch_cost_does_not_hide_the_right_shape() -> None:
     kernels, gpus = np.array(["k"] * len(size)), np.array(["g"] * len(size))
     mapping, _ = choose_baselines(pd.DataFrame(cols), y, kernels, gpus, size)
     assert mapping == {"k": "roofline"}
+
+
+def test_group_ids_are_crc32_of_the_names() -> None:
+    """Saved models map groups by these ids: CRC-32 of "kernel|gpu" and of the kernel, for any mix of rows."""
+    import zlib
+
+    from hybridperf.learn.baseline import GROUP_COLUMNS, add_group_ids
+
+    rows = pd.DataFrame({"kernel": ["a", "b|c", "a", "ü", "a"], "gpu": ["x", "y", "y", "x", "x"]})
+    out = add_group_ids(pd.DataFrame(index=rows.index), rows)
+    pairs = [f"{k}|{g}" for k, g in zip(rows.kernel, rows.gpu)]
+    assert out[GROUP_COLUMNS[0]].tolist() == [float(zlib.crc32(p.encode())) for p in pairs]
+    assert out[GROUP_COLUMNS[1]].tolist() == [float(zlib.crc32(k.encode())) for k in rows.kernel]
+    empty = add_group_ids(pd.DataFrame(index=rows.index[:0]), rows.iloc[:0])
+    assert list(empty.columns) == list(GROUP_COLUMNS) and empty.empty

@@ -83,21 +83,37 @@ def test_without_a_model_there_is_no_probability() -> None:
 
 def test_odds_off_ranks_the_same_and_says_so(model, monkeypatch) -> None:
     """Without the odds the scan predicts no widths: same ranking and times, no probability, a note saying why."""
+    import hybridperf.learn.model as model_mod
     import hybridperf.search.rank as rank_mod
 
+    asked: list[int] = []
+    spread = model_mod.predict_spread
+
+    def spy(m, rows, levels, **kw):  # the scan's predictions: how many widths each chunk asked for
+        asked.append(len(levels))
+        return spread(m, rows, levels, **kw)
+
+    monkeypatch.setattr(model_mod, "predict_spread", spy)
     on = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=5, chunk_rows=300)
+    assert asked and set(asked) == {len(LEVELS)}
+    asked.clear()
     off = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=5, chunk_rows=300,
                        odds=False)
+    assert asked and set(asked) == {0}  # no chunk predicted a width
     assert on.table["index"].tolist() == off.table["index"].tolist()
     np.testing.assert_array_equal(on.table["time_ms"], off.table["time_ms"])
     np.testing.assert_array_equal(on.table["hi_ms"], off.table["hi_ms"])  # the shown rows keep their intervals
     assert np.isfinite(on.p_fastest_kept) and not on.odds_skipped and on.pruning()["odds_computed"]
     assert np.isnan(off.p_fastest_kept) and off.odds_skipped and off.n_contenders == 0
-    assert "not computed" in off.describe_odds() and not off.pruning()["odds_computed"]
+    assert "not computed (asked not to;" in off.describe_odds() and not off.pruning()["odds_computed"]
     # By default the odds are computed up to ODDS_MAX_CONFIGS configurations, and not beyond.
+    monkeypatch.setattr(rank_mod, "ODDS_MAX_CONFIGS", on.space_size)
+    edge = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=5)
+    assert not edge.odds_skipped and edge.p_fastest_kept == on.p_fastest_kept
     monkeypatch.setattr(rank_mod, "ODDS_MAX_CONFIGS", on.space_size - 1)
     auto = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=5)
     assert auto.odds_skipped and np.isnan(auto.p_fastest_kept)
+    assert f"a space of more than {on.space_size - 1:,} configurations" in auto.describe_odds()
     forced = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=5, odds=True)
     assert forced.p_fastest_kept == on.p_fastest_kept
 
@@ -116,3 +132,27 @@ def test_threaded_scan_gives_the_same_result_and_restores_booster_threads(model)
     assert one.table["index"].tolist() == two.table["index"].tolist()
     assert one.p_fastest_kept == two.p_fastest_kept and one.n_contenders == two.n_contenders
     assert threads() == before and len(before) >= 2
+
+
+def test_prediction_threads_nest_and_overlap_and_restore(model) -> None:
+    """Overlapping users (threads of one scan, Dask tasks sharing a model) leave the thread count as it was."""
+    import json
+
+    from hybridperf.learn.booster import prediction_threads
+
+    def threads() -> list[str]:
+        return [json.loads(r.get_booster().save_config())["learner"]["generic_param"]["nthread"]
+                for r in model.regressors()]
+
+    before = threads()
+    a, b = prediction_threads(model.regressors(), 1), prediction_threads(model.regressors(), 1)
+    a.__enter__()
+    b.__enter__()
+    assert set(threads()) == {"1"}
+    a.__exit__(None, None, None)  # the other user still predicts: the count stays
+    assert set(threads()) == {"1"}
+    b.__exit__(None, None, None)
+    assert threads() == before
+    with pytest.raises(RuntimeError), prediction_threads(model.regressors(), 1):
+        raise RuntimeError("scan failed")
+    assert threads() == before

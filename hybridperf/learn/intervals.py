@@ -114,7 +114,11 @@ class ConformalIntervals:
     GPU's own held-out runs) counts however few its scores too. ``difficulty`` predicts log sigma from
     the design-matrix columns ``difficulty_columns`` (None: sigma = 1): parameters, GPU fields and
     group ids, not the analytical terms, so that beyond the trained sizes (where trees are flat in
-    the size columns) sigma is constant and the width grows with the size shift alone.
+    the size columns) sigma is constant and the width grows with the size shift alone. A row on a GPU
+    the model never trained on (primary ``gpu``) takes ``sigma_unseen_gpu`` instead, in calibration and
+    in prediction, where it is set: the training rows' median difficulty. The difficulty model has never
+    seen that GPU's fields, so its estimate there is an extrapolation (on NeuSight S6 it made the
+    held-out GPU's intervals 4-131x wide where its errors were like the training GPUs').
     """
 
     scores: Mapping[str, FloatArray]
@@ -122,15 +126,20 @@ class ConformalIntervals:
     difficulty: Any = None
     difficulty_columns: tuple[int, ...] = ()
     min_bin: int = 30
+    sigma_unseen_gpu: float | None = None
     _cache: dict[Any, float] = field(default_factory=dict, compare=False, repr=False)
 
-    def sigma(self, X: Any) -> FloatArray:
-        """The difficulty estimate of each row of the design matrix ``X``."""
+    def sigma(self, X: Any, reasons: pd.DataFrame | None = None) -> FloatArray:
+        """The difficulty estimate of each row of the design matrix ``X`` (with the rows' out-of-domain
+        ``reasons``: ``sigma_unseen_gpu`` for the rows of a GPU never trained on, where it is set)."""
         n = X.shape[0]
         if self.difficulty is None:
             return np.ones(n)
         Xd = np.asarray(X, dtype=np.float64)[:, list(self.difficulty_columns)]
-        return np.exp(np.clip(self.difficulty.predict(Xd), -20.0, 20.0))
+        sigma = np.exp(np.clip(self.difficulty.predict(Xd), -20.0, 20.0))
+        if reasons is not None and self.sigma_unseen_gpu is not None:
+            sigma = np.where(primary_shift(reasons) == "gpu", self.sigma_unseen_gpu, sigma)
+        return sigma
 
     def quantile(self, name: str, coverage: float, min_bin: int | None = None) -> float:
         """The normalised score quantile of one bin: inf when it has fewer than ``min_bin`` (default:
@@ -274,7 +283,7 @@ class ConformalIntervals:
             q[:, j] = self._quantiles(groups, levels[j])
         if len(order):
             q[:, order] = np.maximum.accumulate(q[:, order], axis=1)
-        sigma = self.sigma(X)
+        sigma = self.sigma(X, reasons)
         half = None if coverage is None else self._quantiles(groups, coverage) * sigma
         return half, q * sigma[:, None]
 
@@ -284,7 +293,8 @@ class ConformalIntervals:
 
         return {"version": INTERVALS_VERSION, "scores": {k: encode_array(v) for k, v in sorted(self.scores.items())},
                 "shift_ref": {k: float(v) for k, v in sorted(self.shift_ref.items())}, "min_bin": self.min_bin,
-                "difficulty": booster_to_json(self.difficulty), "difficulty_columns": list(self.difficulty_columns)}
+                "difficulty": booster_to_json(self.difficulty), "difficulty_columns": list(self.difficulty_columns),
+                "sigma_unseen_gpu": self.sigma_unseen_gpu}
 
     @classmethod
     def from_dict(cls, doc: Any, n_features: int) -> ConformalIntervals:
@@ -303,8 +313,12 @@ class ConformalIntervals:
         if not isinstance(cols, list) or not all(isinstance(c, int) and 0 <= c < n_features for c in cols):
             raise ModelFileError("model file intervals name difficulty columns outside the features; retrain it")
         difficulty = None if doc.get("difficulty") is None else booster_from_json(doc["difficulty"], len(cols))
+        unseen = doc.get("sigma_unseen_gpu")  # absent in files written before it: the row's own difficulty
+        if unseen is not None and not (isinstance(unseen, (int, float)) and 0 < unseen < np.inf):
+            raise ModelFileError("model file intervals hold a malformed sigma_unseen_gpu; retrain the model")
         return cls(scores=scores, shift_ref={str(k): float(v) for k, v in refs.items()}, difficulty=difficulty,
-                   difficulty_columns=tuple(cols), min_bin=int(doc.get("min_bin", 30)))
+                   difficulty_columns=tuple(cols), min_bin=int(doc.get("min_bin", 30)),
+                   sigma_unseen_gpu=None if unseen is None else float(unseen))
 
 
 def _bin_quantile(scores: FloatArray | None, coverage: float) -> float:

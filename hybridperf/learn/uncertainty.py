@@ -9,7 +9,7 @@ from sklearn.model_selection import GroupKFold, KFold
 
 from hybridperf.learn.domain import FEW_RUNS_SHARE, out_of_domain, training_domain
 from hybridperf.learn.folds import Split, forward_splits
-from hybridperf.learn.intervals import ConformalIntervals, bin_keys
+from hybridperf.learn.intervals import ConformalIntervals, bin_keys, primary_shift
 from hybridperf.sweep import param_columns, size_metric
 
 __all__ = ["CALIBRATION_ROWS", "DIFFICULTY_PREFIXES", "calibration_residuals", "fit_difficulty", "fit_intervals",
@@ -213,7 +213,11 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     r[rand["row"].to_numpy(dtype=int)] = rand["residual"].to_numpy()
     cols = tuple(i for i, c in enumerate(X.columns) if str(c).startswith(DIFFICULTY_PREFIXES))
     difficulty, sigma = fit_difficulty(X.to_numpy(dtype=np.float64)[:, list(cols)], r, random_state)
-    score = np.abs(table["residual"].to_numpy()) / sigma[table["row"].to_numpy(dtype=int)]
+    unseen_gpu = float(np.median(sigma)) if difficulty is not None else None  # see ConformalIntervals
+    row_sigma = sigma[table["row"].to_numpy(dtype=int)]
+    if unseen_gpu is not None:
+        row_sigma = np.where(primary_shift(table) == "gpu", unseen_gpu, row_sigma)
+    score = np.abs(table["residual"].to_numpy()) / row_sigma
     shift = np.log2(np.maximum(table["ood_size_factor"].to_numpy(dtype=np.float64), 1.0))
     keys = bin_keys(table, rows["kernel"].iloc[table["row"].to_numpy(dtype=int)].reset_index(drop=True))
     for k, family in zip(keys, table["family"]):
@@ -223,4 +227,5 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
                          "shift": np.repeat(shift, [len(k) for k in keys])})
     scores = {str(k): np.sort(g["score"].to_numpy()) for k, g in flat.groupby("key")}
     refs = {str(k): float(np.median(g["shift"])) for k, g in flat[flat["shift"] > 1e-9].groupby("key")}
-    return ConformalIntervals(scores=scores, shift_ref=refs, difficulty=difficulty, difficulty_columns=cols)
+    return ConformalIntervals(scores=scores, shift_ref=refs, difficulty=difficulty, difficulty_columns=cols,
+                              sigma_unseen_gpu=unseen_gpu)

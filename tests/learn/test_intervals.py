@@ -122,3 +122,32 @@ def test_a_flag_beyond_its_own_bands_keeps_its_excess_over_the_main_curve() -> N
     for factor in (6.0, 40.0):  # bands 3 and 4: beyond the flag's band 1 and the main curve's band 2
         main = _hw(ci, ood_size_factor=factor)
         assert _hw(ci, ood_size_factor=factor, ood_config="B=3") == pytest.approx(main * q1c / q1)
+
+
+class _LogSigmaIsColumn0:
+    """A difficulty model whose log sigma is the first design column (a stand-in for the booster)."""
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return X[:, 0]
+
+
+def test_a_gpu_never_trained_on_takes_the_typical_difficulty_not_its_own() -> None:
+    """The difficulty model never saw an unseen GPU's fields: its rows get sigma_unseen_gpu, others their own."""
+    ci = ConformalIntervals(scores=_intervals().scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,),
+                            sigma_unseen_gpu=0.5)
+    X = np.log(np.array([[4.0], [4.0], [4.0]]))
+    r = _reasons(3, ood_gpu=np.array([False, True, True]), ood_kernel=np.array([False, False, True]))
+    hw = ci.half_width(X, r, pd.Series(["k"] * 3), 0.9)
+    assert hw[0] == pytest.approx(ci.quantile("seen|0", 0.9) * 4.0)
+    assert hw[1] == pytest.approx(ci.quantile("gpu|0", 0.9) * 0.5)
+    assert hw[2] == pytest.approx(ci.quantile("kernel|0", 0.9) * 4.0)  # an unseen kernel is its own shift
+    plain = ConformalIntervals(scores=ci.scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,))
+    assert plain.half_width(X, r, pd.Series(["k"] * 3), 0.9)[1] == pytest.approx(ci.quantile("gpu|0", 0.9) * 4.0)
+    doc = {**_intervals().to_dict(), "sigma_unseen_gpu": 0.5}
+    assert ConformalIntervals.from_dict(doc, n_features=1).sigma_unseen_gpu == 0.5
+    older = {k: v for k, v in doc.items() if k != "sigma_unseen_gpu"}  # files written before it: own difficulty
+    assert ConformalIntervals.from_dict(older, n_features=1).sigma_unseen_gpu is None
+    from hybridperf.learn.persist import ModelFileError
+
+    with pytest.raises(ModelFileError, match="sigma_unseen_gpu"):
+        ConformalIntervals.from_dict({**doc, "sigma_unseen_gpu": -1.0}, n_features=1)

@@ -11,7 +11,8 @@ import pandas as pd
 from hybridperf.arrays import BoolArray, FloatArray
 
 __all__ = ["FLAGS", "INTERVALS_VERSION", "SHIFT_BANDS", "ConformalIntervals", "bin_keys", "conformal_half_width",
-           "conformity_scores", "outside_training_range", "primary_shift", "shift_band"]
+           "conformity_scores", "outside_training_range", "primary_shift", "shift_band",
+           "with_unseen_gpu"]
 
 # Size-extrapolation bands in log2 of the size factor: band 1 = (0, 1] (up to 2x beyond the trained
 # sizes), band 2 = (1, 2], band 3 = (2, 3], band 4 = beyond 3 (8x); band 0 = inside the trained sizes.
@@ -46,6 +47,12 @@ def outside_training_range(X: FloatArray, mask: BoolArray, low: FloatArray, high
         return np.zeros(X.shape[0], dtype=bool)
     cols = mask
     return ((X[:, cols] > high[cols]) | (X[:, cols] < low[cols])).any(axis=1)
+
+
+def with_unseen_gpu(sigma: FloatArray, reasons: pd.DataFrame, unseen: float | None) -> FloatArray:
+    """``sigma`` with ``unseen`` for the rows whose main shift is a GPU never trained on (unchanged when None):
+    the difficulty model's estimate on a GPU whose fields it never saw is an extrapolation."""
+    return sigma if unseen is None else np.where(primary_shift(reasons) == "gpu", unseen, sigma)
 
 
 def shift_band(size_factor: Any) -> np.ndarray:
@@ -137,9 +144,7 @@ class ConformalIntervals:
             return np.ones(n)
         Xd = np.asarray(X, dtype=np.float64)[:, list(self.difficulty_columns)]
         sigma = np.exp(np.clip(self.difficulty.predict(Xd), -20.0, 20.0))
-        if reasons is not None and self.sigma_unseen_gpu is not None:
-            sigma = np.where(primary_shift(reasons) == "gpu", self.sigma_unseen_gpu, sigma)
-        return sigma
+        return sigma if reasons is None else with_unseen_gpu(sigma, reasons, self.sigma_unseen_gpu)
 
     def quantile(self, name: str, coverage: float, min_bin: int | None = None) -> float:
         """The normalised score quantile of one bin: inf when it has fewer than ``min_bin`` (default:

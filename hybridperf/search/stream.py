@@ -68,11 +68,16 @@ def scan_unit(space: RankSpace, unit: Unit, chunk_rows: int) -> ChunkResult:
     from hybridperf.learn.booster import prediction_threads
 
     total: ChunkResult | None = None
-    with prediction_threads(space.model.regressors() if space.model is not None else [], 1):
+    with prediction_threads(_regressors(space), 1):
         for cfg, pruned in _work(space, unit, chunk_rows):
             part = _scan(space, cfg, pruned)
             total = part if total is None else merge_chunks(total, part, space)
     return _empty(space) if total is None else total
+
+
+def _regressors(space: RankSpace) -> list[Any]:
+    """The boosters a chunk's prediction runs (none without a model)."""
+    return space.model.regressors() if space.model is not None else []
 
 
 def _cores() -> int:
@@ -88,7 +93,7 @@ def _threaded(space: RankSpace, chunk_rows: int, jobs: int) -> Iterator[ChunkRes
     from hybridperf.learn.booster import prediction_threads
 
     per_job = max(1, _cores() // jobs)  # the chunks are the parallelism: no more threads than cores
-    with prediction_threads(space.model.regressors() if space.model is not None else [], per_job), \
+    with prediction_threads(_regressors(space), per_job), \
             ThreadPoolExecutor(max_workers=jobs) as pool:
         running: set[Future[ChunkResult]] = set()
         for cfg, pruned in _work(space, None, chunk_rows):

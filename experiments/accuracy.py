@@ -13,7 +13,9 @@ Cases (one split each; every method shares its features and split):
                 absent from its training (MAPE per GPU), as a new user would run it
 
 Methods: analytical:<model> (uncalibrated), calibrated:<model> (one scale per (kernel, GPU) fitted on the training
-rows), boosting (xgboost on the parameters and GPU fields only), hybrid (the product's model, make_model()).
+rows), boosting (xgboost on the parameters and GPU fields only), hybrid (the product's model, make_model()), and on
+uci-s5 and clblast-s4 hybrid-uniform (the same with every run weighted alike, the product before throughput weights;
+it needs make_model's ``weighting``, which older code lacks).
 Point predictions are those of hybridperf.evaluation.evaluate (same pipelines; intervals are not fitted here, they
 do not change the point predictions). The script uses only functions that exist on main too, so it measures the
 previous code as well: PYTHONPATH=<checkout of main> python experiments/accuracy.py --tag main [case ...].
@@ -61,6 +63,8 @@ def _pipeline(method: str, seed: int):
     if kind == "calibrated":
         return make_model(baseline=model, mode="calibrated", calibration="scale", coverage=None, random_state=seed)
     reg = default_booster(seed)
+    if method == "hybrid-uniform":  # the hybrid with every run weighted alike (the product before throughput weights)
+        return make_model(regressor=reg, coverage=None, random_state=seed, weighting="uniform")
     if method == "boosting":
         return make_model(baseline="none", regressor=reg, coverage=None, random_state=seed, group_ids=False,
                           columns="params")
@@ -143,7 +147,8 @@ def uci_s5() -> list[dict]:
         random_best = float(y.min() / y[tr].min())
         out += [{"subset": f"seed {seed}", "random_best_top1": random_best, **x}
                 for x in evaluate_split(rows, feats, "S5", ["calibrated:roofline", "calibrated:mwp-cwp", *(
-                    ["calibrated:hierarchical"] if "hierarchical" in TIME_MODELS else []), "boosting", "hybrid"],
+                    ["calibrated:hierarchical"] if "hierarchical" in TIME_MODELS else []), "boosting", "hybrid",
+                    "hybrid-uniform"],
                     seed=seed, budget_fraction=0.01)]
     return out
 
@@ -151,7 +156,7 @@ def uci_s5() -> list[dict]:
 def clblast_s4() -> list[dict]:
     rows, feats = _load("kt-gemm-rtx")
     return [{"subset": f"held out {gpu}", **x} for gpu in sorted(rows.gpu.unique())
-            for x in evaluate_split(rows, feats, "S4", ALL, holdout=gpu, calibration_runs=50)]
+            for x in evaluate_split(rows, feats, "S4", [*ALL, "hybrid-uniform"], holdout=gpu, calibration_runs=50)]
 
 
 def aiwc_s2() -> list[dict]:

@@ -47,7 +47,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     model = train_model(data, baseline=args.baseline, mode=args.mode, coverage=args.coverage,
                         tune_trials=args.tune, study_path=args.study, progress=True,
                         random_state=args.seed, provenance={"data": hashes, "command": _command_line(args)},
-                        strict=args.strict)
+                        strict=args.strict, weighting=args.weighting)
     seconds = time.perf_counter() - t0
     model.save(args.output)
     m = model.metadata
@@ -173,7 +173,7 @@ def add_commands(sub: Any) -> None:
     from hybridperf.cli import argtypes as t
     from hybridperf.evaluation.splits import SPLITS
     from hybridperf.learn.calibrate import DEFAULT_BOUNDS
-    from hybridperf.learn.modes import MODES
+    from hybridperf.learn.modes import MODES, WEIGHTINGS
 
     s = sub.add_parser("train", help="fit a hybrid model on recorded sweeps and write a model file",
                        epilog=_TRAIN_EXAMPLES)
@@ -190,6 +190,9 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--study", type=t.state_file, help="SQLite file to store/resume the optuna study")
     s.add_argument("--coverage", type=t.probability, default=0.9,
                    help="nominal coverage of the prediction intervals, in (0, 1)")
+    s.add_argument("--weighting", default="throughput", choices=list(WEIGHTINGS),
+                   help="how runs weigh in the fit: throughput (default; each run by its problem's fastest time over "
+                        "its own, so the fast configurations a ranking needs fit best) or uniform")
     s.add_argument("--seed", type=t.seed, default=0)
     s.add_argument("--force", action="store_true", help="replace the output even where it is a symbolic link")
     s.set_defaults(func=cmd_train, argv=None)

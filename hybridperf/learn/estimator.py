@@ -19,7 +19,7 @@ from hybridperf.learn.intervals import (
     conformity_scores,
     outside_training_range,
 )
-from hybridperf.learn.modes import CALIBRATIONS, MODES
+from hybridperf.learn.modes import CALIBRATIONS, MODES, WEIGHTINGS
 
 __all__ = ["HybridRegressor", "default_booster"]
 
@@ -74,6 +74,14 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         analytical terms): it learns the fraction of the baseline each GPU reaches, the quantity
         NeuSight (Lee et al., ASPLOS 2025) showed to carry over to unseen GPUs. Rows of a known
         first-column group are predicted as without it.
+    weighting : {"uniform", "throughput"}
+        ``throughput``: each training row weighs the fastest time of its problem over its own time (1 for
+        the fastest configuration, 0.5 for one twice as slow; times ``sample_weight`` when given), a problem
+        being the rows with one first-group-column id (a (kernel, GPU)) and the same extrapolation-column
+        values (the sizes). The fit then spends its capacity on the fast configurations, the ones a ranking
+        must get right: Ansor's cost model weights each program by its throughput for the same reason
+        (Zheng et al., "Ansor", OSDI 2020, Sec. 5.2). A row alone in its problem (a sweep of sizes, no
+        configurations) keeps weight 1, so such sweeps fit as with ``uniform``.
 
     Attributes
     ----------
@@ -97,7 +105,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     def __init__(self, *, regressor: Any = None, baseline_column: int | str | None = None, mode: str = "hybrid",
                  coverage: float | None = 0.9, n_splits: int = 5, random_state: int | None = 0,
                  group_columns: Any = None, shrink_residual: bool = False, calibration: str = "scale",
-                 extrapolation_columns: Any = None, transfer: bool = False) -> None:
+                 extrapolation_columns: Any = None, transfer: bool = False, weighting: str = "uniform") -> None:
         self.regressor = regressor
         self.baseline_column = baseline_column
         self.mode = mode
@@ -109,6 +117,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         self.calibration = calibration
         self.extrapolation_columns = extrapolation_columns
         self.transfer = transfer
+        self.weighting = weighting
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -171,6 +180,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         so the conformal intervals reflect extrapolation rather than interpolation.
         """
         X, y, w = self._check_fit_inputs(X, y, sample_weight)
+        w = self._fit_weights(X, y, w)
         base = self._base(X)
         if not np.all(np.isfinite(base)):
             raise ValueError("the baseline column has NaN/inf rows (infeasible configs?); drop them before fitting")
@@ -222,6 +232,18 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         off = apply_offsets([X[:, j] for j in idx[1:]], self.transfer_offsets_, self.transfer_offset_, self._base(X))
         self.transfer_regressor_ = self._fit_one(Xt, target - off, w)
 
+    def _fit_weights(self, X: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> np.ndarray | None:
+        """The training weights ``weighting`` asks for (see the class docstring), times ``w`` when given."""
+        if self.weighting == "uniform":
+            return w
+        sizes = np.flatnonzero(self._column_mask(self.extrapolation_columns))
+        cols = self._group_indices()[:1] + [int(j) for j in sizes]
+        if not cols:
+            return w
+        fastest = pd.Series(y).groupby([X[:, j] for j in cols], dropna=False, sort=False).transform("min")
+        t = fastest.to_numpy(dtype=np.float64) / y
+        return t if w is None else w * t
+
     def _without_first_group(self, X: np.ndarray) -> np.ndarray:
         """X with the first group column (e.g. the (kernel, GPU) id) missing, so no tree can split on it."""
         Xt = X.copy()
@@ -258,7 +280,8 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
         base = self._base(X)
-        off, reg = self._held_out_parts(splits, X, np.log(np.asarray(y, dtype=np.float64)) - base, None)
+        y = np.asarray(y, dtype=np.float64)
+        off, reg = self._held_out_parts(splits, X, np.log(y) - base, self._fit_weights(X, y, None))
         return base + off + self._weights(X) * reg
 
     def _check_fit_inputs(self, X: npt.ArrayLike, y: npt.ArrayLike,
@@ -268,6 +291,8 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.calibration not in CALIBRATIONS:
             raise ValueError(f"calibration must be 'scale' or 'affine', got {self.calibration!r}")
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {self.weighting!r}")
         if self.coverage is not None and not 0 < self.coverage < 1:
             raise ValueError(f"coverage must be in (0, 1) or None, got {self.coverage!r}")
         X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", y_numeric=True, dtype=np.float64)

@@ -45,7 +45,8 @@ BOOSTER_PARAMS = ("n_estimators", "max_depth", "learning_rate", "subsample", "co
 
 def make_model(*, baseline: str = "auto", mode: str = "hybrid", coverage: float | None = 0.9, regressor: Any = None,
                random_state: int = 0, calibration: str = "affine", shrink_residual: bool = True,
-               size_aware: bool = True, columns: str = "all", group_ids: bool = True) -> Pipeline:
+               size_aware: bool = True, columns: str = "all", group_ids: bool = True,
+               weighting: str = "throughput") -> Pipeline:
     """The product's model: ``Pipeline([("features", SweepFeatures), ("hybrid", HybridRegressor)])``.
 
     It is fitted on sweep rows and measured times (``fit(rows, time_ms, hybrid__groups=...)``;
@@ -57,7 +58,9 @@ def make_model(*, baseline: str = "auto", mode: str = "hybrid", coverage: float 
     residual (``shrink_residual``) and forward interval scores for rows beyond the trained sizes.
     Without: boosting on the features only (``columns="params"``: on the parameters and GPU fields
     alone, without group ids when ``group_ids`` is False). ``size_aware`` scores the baselines by
-    extrapolation to the largest training sizes.
+    extrapolation to the largest training sizes. ``weighting`` (hybrid mode only; the ablation modes fit
+    uniformly): ``throughput`` weights each run by its problem's fastest time over its own, so the residual
+    fits the fast configurations best (see HybridRegressor); ``uniform`` weights every run alike.
     """
     use_base = baseline != "none" and mode != "boosting"
     features = SweepFeatures(baseline=baseline if use_base else "none", size_aware=size_aware, columns=columns,
@@ -68,7 +71,8 @@ def make_model(*, baseline: str = "auto", mode: str = "hybrid", coverage: float 
         est = HybridRegressor(regressor=regressor, baseline_column=BASELINE_COLUMN, mode=mode, coverage=coverage,
                               random_state=random_state, group_columns=list(GROUP_COLUMNS),
                               shrink_residual=shrink_residual, calibration=calibration,
-                              extrapolation_columns=EXTRAPOLATION_COLUMNS, transfer=True)
+                              extrapolation_columns=EXTRAPOLATION_COLUMNS, transfer=True,
+                              weighting=weighting if mode == "hybrid" else "uniform")
     return Pipeline([("features", features), ("hybrid", est)])
 
 
@@ -197,7 +201,8 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
                 booster_params: Mapping[str, Any] | None = None, groups: np.ndarray | None = None,
                 random_state: int = 0, tune_trials: int = 0, study_path: str | None = None, progress: bool = False,
                 provenance: Mapping[str, Any] | None = None,
-                kernels: Mapping[str, KernelDescriptor] | None = None, strict: bool = False) -> TrainedModel:
+                kernels: Mapping[str, KernelDescriptor] | None = None, strict: bool = False,
+                weighting: str = "throughput") -> TrainedModel:
     """Fit the product's model (:func:`make_model`) on the ok rows of one or more sweeps.
 
     Parameters
@@ -218,6 +223,8 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
         warning that counts them by reason: rows whose kernel or GPU is unknown or whose parameters
         break their descriptor (:func:`hybridperf.rowcheck.check_rows`), and rows measured ok that the
         occupancy model or a constraint calls infeasible (the descriptor or the spec is wrong for them).
+    weighting : ``throughput`` (fast configurations of each problem weigh most, for ranking) or
+        ``uniform`` (see :func:`make_model`).
     """
     rows = drop_bad_rows(training_rows(sweep), kernels, strict=strict, what="training runs")
     kernels = resolve_kernels(rows["kernel"].astype(str).unique(), kernels)
@@ -230,7 +237,7 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
         rows = drop_rows(rows, check, strict=strict, what="training runs")
         feats = feats.loc[feasible]
     y = rows["time_ms"].to_numpy(dtype=np.float64)
-    pipe = make_model(baseline=baseline, mode=mode, coverage=coverage, random_state=random_state)
+    pipe = make_model(baseline=baseline, mode=mode, coverage=coverage, random_state=random_state, weighting=weighting)
     if groups is None:
         groups = size_bands(rows)
     params = dict(booster_params or {})

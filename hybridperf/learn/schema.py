@@ -5,7 +5,7 @@ import functools
 from typing import Any
 
 from hybridperf.analytical.run import TIME_MODELS
-from hybridperf.learn.modes import CALIBRATIONS, MODES
+from hybridperf.learn.modes import CALIBRATIONS, MODES, WEIGHTINGS
 from hybridperf.limits import MAX_MODEL_BYTES, MAX_TOML_BYTES
 
 __all__ = ["BOOSTER_PARAM_SCHEMA", "MAX_FEATURES", "body_schema", "validate_body"]
@@ -119,6 +119,10 @@ _FEATURES = _obj({
                                                                   "maxLength": MAX_TOML_BYTES}}},
 }, required=["params", "baselines_", "baseline_", "columns_", "domain_"])
 
+# Every estimator parameter but those added later, whose absence means the value older files were fitted with.
+_ESTIMATOR_PARAMS_REQUIRED = ["regressor", "baseline_column", "mode", "coverage", "n_splits", "random_state",
+                              "group_columns", "shrink_residual", "calibration", "extrapolation_columns", "transfer"]
+
 _ESTIMATOR = _obj({
     "params": _obj({
         "regressor": {"oneOf": [{"type": "null"}, BOOSTER_PARAM_SCHEMA]},
@@ -133,7 +137,8 @@ _ESTIMATOR = _obj({
         "calibration": {"enum": list(CALIBRATIONS)},
         "extrapolation_columns": {"oneOf": [{"type": "null"}, _NAME, _array(_NAME, MAX_FEATURES)]},
         "transfer": {"type": "boolean"},
-    }),
+        "weighting": {"enum": list(WEIGHTINGS)},  # absent in files written before it: uniform
+    }, required=_ESTIMATOR_PARAMS_REQUIRED),
     "n_features_in_": {"type": "integer", "minimum": 1, "maximum": MAX_FEATURES},
     "feature_names_in_": _array(_NAME, MAX_FEATURES),
     "offset_": _LOG,

@@ -115,3 +115,16 @@ def test_rank_and_suggest(model_path: str, tmp_path: Path, capsys) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["batch"]) == 2 and all(r["config.BLOCK"] != 256 for r in doc["batch"])
     assert main(["rank", "--kernel", "matvec", "--gpu", "titan-v", "--set", "N=1,2"]) == 2
+
+
+def test_train_weighting_is_recorded_and_checked(model_path: str, tmp_path, capsys) -> None:
+    """The default weights runs by throughput; --weighting uniform is recorded as such; a bad value is one line."""
+    params = lambda p: json.loads(Path(p).read_text())["body"]["estimator"]["params"]  # noqa: E731
+    assert params(model_path)["weighting"] == "throughput"
+    path = str(tmp_path / "uniform.json")
+    assert main(["train", SWEEP, "-o", path, "--weighting", "uniform", "--quiet"]) == 0
+    assert params(path)["weighting"] == "uniform"
+    capsys.readouterr()
+    assert main(["train", SWEEP, "-o", str(tmp_path / "x.json"), "--weighting", "fast"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'fast'" in err and err.count("\n") == 1 and not (tmp_path / "x.json").exists()

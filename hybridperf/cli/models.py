@@ -51,7 +51,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     model.save(args.output)
     m = model.metadata
-    print(f"trained {model.mode} model (baseline {model.baseline or 'none'}) on {m['n_rows']} runs "
+    weighted = ", runs weighted by throughput" if model.estimator.weighting == "throughput" else ""
+    print(f"trained {model.mode} model (baseline {model.baseline or 'none'}{weighted}) on {m['n_rows']} runs "
           f"({m['n_dropped_not_ok']} failed/invalid rows kept out) of {len(m['kernels'])} kernel(s) on "
           f"{len(m['gpus'])} GPU(s) in {seconds:.1f} s; training log-RMSE {m['training_log_rmse']:.3f}"
           + (f", tuned CV log-RMSE {m['tuning']['cv_log_rmse']:.3f}" if m.get("tuning") else ""))

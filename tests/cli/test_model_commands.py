@@ -122,9 +122,11 @@ def test_train_weighting_is_recorded_and_checked(model_path: str, tmp_path, caps
     params = lambda p: json.loads(Path(p).read_text())["body"]["estimator"]["params"]  # noqa: E731
     assert params(model_path)["weighting"] == "throughput"
     path = str(tmp_path / "uniform.json")
-    assert main(["train", SWEEP, "-o", path, "--weighting", "uniform", "--quiet"]) == 0
-    assert params(path)["weighting"] == "uniform"
     capsys.readouterr()
+    assert main(["train", SWEEP, "-o", path, "--weighting", "uniform"]) == 0
+    assert params(path)["weighting"] == "uniform" and "weighted" not in capsys.readouterr().out
+    assert main(["train", SWEEP, "-o", path]) == 0
+    assert "runs weighted by throughput" in capsys.readouterr().out
     assert main(["train", SWEEP, "-o", str(tmp_path / "x.json"), "--weighting", "fast"]) == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'fast'" in err and err.count("\n") == 1 and not (tmp_path / "x.json").exists()

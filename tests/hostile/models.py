@@ -57,6 +57,7 @@ REHASHED: dict[str, Callable[[dict[str, Any]], None]] = {
     "learning_rate": _set("metadata.booster_params.learning_rate", -1),
     "coverage": _set("estimator.params.coverage", 2),
     "mode": _set("estimator.params.mode", "nope"),
+    "weighting": _set("estimator.params.weighting", "fast"),
     "offset": _set("estimator.offset_", 1e300),
     "neg_oof": _set("estimator.oof_abs_log_errors_", [-1.0, 0.5]),
     "str_oof": _set("estimator.oof_abs_log_errors_", ["x"]),

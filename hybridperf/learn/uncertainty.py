@@ -9,7 +9,7 @@ from sklearn.model_selection import GroupKFold, KFold
 
 from hybridperf.learn.domain import FEW_RUNS_SHARE, out_of_domain, training_domain
 from hybridperf.learn.folds import Split, forward_splits
-from hybridperf.learn.intervals import ConformalIntervals, bin_keys, with_unseen_gpu
+from hybridperf.learn.intervals import ConformalIntervals, bin_keys, with_fixed_sigma
 from hybridperf.sweep import param_columns, size_metric
 
 __all__ = ["CALIBRATION_ROWS", "DIFFICULTY_PREFIXES", "calibration_residuals", "fit_difficulty", "fit_intervals",
@@ -213,8 +213,8 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     r[rand["row"].to_numpy(dtype=int)] = rand["residual"].to_numpy()
     cols = tuple(i for i, c in enumerate(X.columns) if str(c).startswith(DIFFICULTY_PREFIXES))
     difficulty, sigma = fit_difficulty(X.to_numpy(dtype=np.float64)[:, list(cols)], r, random_state)
-    unseen_gpu = float(np.median(sigma)) if difficulty is not None else None  # see ConformalIntervals
-    row_sigma = with_unseen_gpu(sigma[table["row"].to_numpy(dtype=int)], table, unseen_gpu)
+    fixed = float(np.median(sigma)) if difficulty is not None else None  # see ConformalIntervals
+    row_sigma = with_fixed_sigma(sigma[table["row"].to_numpy(dtype=int)], table, fixed, fixed)
     score = np.abs(table["residual"].to_numpy()) / row_sigma
     shift = np.log2(np.maximum(table["ood_size_factor"].to_numpy(dtype=np.float64), 1.0))
     keys = bin_keys(table, rows["kernel"].iloc[table["row"].to_numpy(dtype=int)].reset_index(drop=True))
@@ -226,4 +226,4 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     scores = {str(k): np.sort(g["score"].to_numpy()) for k, g in flat.groupby("key")}
     refs = {str(k): float(np.median(g["shift"])) for k, g in flat[flat["shift"] > 1e-9].groupby("key")}
     return ConformalIntervals(scores=scores, shift_ref=refs, difficulty=difficulty, difficulty_columns=cols,
-                              sigma_unseen_gpu=unseen_gpu)
+                              sigma_unseen_gpu=fixed, sigma_few_runs=fixed)

@@ -151,3 +151,29 @@ def test_a_gpu_never_trained_on_takes_the_typical_difficulty_not_its_own() -> No
 
     with pytest.raises(ModelFileError, match="sigma_unseen_gpu"):
         ConformalIntervals.from_dict({**doc, "sigma_unseen_gpu": -1.0}, n_features=1)
+
+
+def test_a_gpu_with_few_runs_takes_its_own_fixed_difficulty() -> None:
+    """A few-runs GPU's rows get sigma_few_runs (both fixed values apply, each to its own shift); files written
+    before it load as None (the row's own difficulty), and a malformed value is refused."""
+    ci = ConformalIntervals(scores=_intervals().scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,),
+                            sigma_unseen_gpu=0.5, sigma_few_runs=0.25)
+    X = np.log(np.array([[4.0], [4.0], [4.0]]))
+    r = _reasons(3, ood_gpu=np.array([False, True, False]), ood_few_runs=np.array([0, 0, 50]))
+    hw = ci.half_width(X, r, pd.Series(["k"] * 3), 0.9)
+    assert hw[0] == pytest.approx(ci.quantile("seen|0", 0.9) * 4.0)
+    assert hw[1] == pytest.approx(ci.quantile("gpu|0", 0.9) * 0.5)
+    assert hw[2] == pytest.approx(ci.quantile("few|0", 0.9, min_bin=1) * 0.25)
+    np.testing.assert_allclose(ci.sigma(X, r), [4.0, 0.5, 0.25])
+    only_gpu = ConformalIntervals(scores=ci.scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,),
+                                  sigma_unseen_gpu=0.5)
+    np.testing.assert_allclose(only_gpu.sigma(X, r), [4.0, 0.5, 4.0])
+    doc = {**_intervals().to_dict(), "sigma_few_runs": 0.25}
+    assert ConformalIntervals.from_dict(doc, n_features=1).sigma_few_runs == 0.25
+    older = {k: v for k, v in doc.items() if k != "sigma_few_runs"}
+    assert ConformalIntervals.from_dict(older, n_features=1).sigma_few_runs is None
+    from hybridperf.learn.persist import ModelFileError
+
+    for bad in (0.0, -1.0, True, "x"):
+        with pytest.raises(ModelFileError, match="sigma_few_runs"):
+            ConformalIntervals.from_dict({**doc, "sigma_few_runs": bad}, n_features=1)

@@ -81,7 +81,12 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         values (the sizes). The fit then spends its capacity on the fast configurations, the ones a ranking
         must get right: Ansor's cost model weights each program by its throughput for the same reason
         (Zheng et al., "Ansor", OSDI 2020, Sec. 5.2). A row alone in its problem (a sweep of sizes, no
-        configurations) keeps weight 1, so such sweeps fit as with ``uniform``.
+        configurations) keeps weight 1, so such sweeps fit as with ``uniform``. Without group columns every
+        row weighs 1; without extrapolation columns a first-column group is one problem. Each fit (the final
+        one and every held-out refit) weighs its own rows only, so a held-out run never sets a training
+        run's weight. As in Ansor the weights are not rescaled (the fastest run of a problem weighs 1), and
+        they apply to the residual regressor and the scale calibrations; the affine calibration of a
+        first-column group and the stacking weight are fitted unweighted.
 
     Attributes
     ----------
@@ -180,7 +185,6 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         so the conformal intervals reflect extrapolation rather than interpolation.
         """
         X, y, w = self._check_fit_inputs(X, y, sample_weight)
-        w = self._fit_weights(X, y, w)
         base = self._base(X)
         if not np.all(np.isfinite(base)):
             raise ValueError("the baseline column has NaN/inf rows (infeasible configs?); drop them before fitting")
@@ -226,22 +230,24 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         spread = pd.Series(first[ok]).groupby(last[ok]).nunique()
         if not (spread >= 2).any():
             return
+        w = self._fit_weights(X, target, w)
         self.transfer_offsets_, self.transfer_offset_ = fit_offsets(
             [X[:, j] for j in idx[1:]], target, w, self._base(X), affine=self.calibration == "affine")
         Xt = self._without_first_group(X)
         off = apply_offsets([X[:, j] for j in idx[1:]], self.transfer_offsets_, self.transfer_offset_, self._base(X))
         self.transfer_regressor_ = self._fit_one(Xt, target - off, w)
 
-    def _fit_weights(self, X: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> np.ndarray | None:
-        """The training weights ``weighting`` asks for (see the class docstring), times ``w`` when given."""
-        if self.weighting == "uniform":
+    def _fit_weights(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None) -> np.ndarray | None:
+        """The training weights ``weighting`` asks for, from the rows of this fit alone (see the class docstring),
+        times ``w`` when given. ``target`` is log(time) - baseline, so log(time) = target + baseline."""
+        idx = self._group_indices()
+        if self.weighting == "uniform" or not idx:
             return w
         sizes = np.flatnonzero(self._column_mask(self.extrapolation_columns))
-        cols = self._group_indices()[:1] + [int(j) for j in sizes]
-        if not cols:
-            return w
-        fastest = pd.Series(y).groupby([X[:, j] for j in cols], dropna=False, sort=False).transform("min")
-        t = fastest.to_numpy(dtype=np.float64) / y
+        cols = idx[:1] + [int(j) for j in sizes]
+        logy = pd.Series(target + self._base(X))
+        fastest = logy.groupby([X[:, j] for j in cols], dropna=False, sort=False).transform("min")
+        t = np.exp(fastest.to_numpy(dtype=np.float64) - logy.to_numpy())
         return t if w is None else w * t
 
     def _without_first_group(self, X: np.ndarray) -> np.ndarray:
@@ -281,7 +287,9 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
         base = self._base(X)
         y = np.asarray(y, dtype=np.float64)
-        off, reg = self._held_out_parts(splits, X, np.log(y) - base, self._fit_weights(X, y, None))
+        if y.shape != (X.shape[0],) or not np.all(np.isfinite(y)) or np.any(y <= 0):
+            raise ValueError("y must hold one finite, positive time per row of X")
+        off, reg = self._held_out_parts(splits, X, np.log(y) - base, None)
         return base + off + self._weights(X) * reg
 
     def _check_fit_inputs(self, X: npt.ArrayLike, y: npt.ArrayLike,
@@ -333,6 +341,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     def _fit_core(self, X: np.ndarray, target: np.ndarray,
                   w: np.ndarray | None) -> tuple[list[GroupTable], float, Any]:
         """Group offsets, overall offset and the residual regressor for one training set."""
+        w = self._fit_weights(X, target, w)  # each fit's own rows: a held-out row never weighs a training row
         use_offsets = self.mode == "calibrated" or (
             self.group_columns is not None and self._baseline_index() is not None)
         levels: list[GroupTable] = []

@@ -19,6 +19,7 @@ from hybridperf.learn.baseline import BASELINE_COLUMN, GROUP_COLUMNS, size_group
 from hybridperf.learn.estimator import HybridRegressor, default_booster
 from hybridperf.learn.features import FEATURE_VERSION, SweepFeatures, analytical_features
 from hybridperf.learn.intervals import ConformalIntervals
+from hybridperf.learn.modes import WEIGHTINGS
 from hybridperf.learn.predict import (
     check_prediction_rows,
     half_width_column,
@@ -62,6 +63,8 @@ def make_model(*, baseline: str = "auto", mode: str = "hybrid", coverage: float 
     uniformly): ``throughput`` weights each run by its problem's fastest time over its own, so the residual
     fits the fast configurations best (see HybridRegressor); ``uniform`` weights every run alike.
     """
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
     use_base = baseline != "none" and mode != "boosting"
     features = SweepFeatures(baseline=baseline if use_base else "none", size_aware=size_aware, columns=columns,
                              group_ids=group_ids)

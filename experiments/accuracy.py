@@ -17,14 +17,16 @@ rows), boosting (xgboost on the parameters and GPU fields only), hybrid (the pro
 uci-s5 and clblast-s4 hybrid-uniform (the same with every run weighted alike, the product before throughput weights;
 it needs make_model's ``weighting``, which older code lacks).
 Point predictions are those of hybridperf.evaluation.evaluate (same pipelines; intervals are not fitted here, they
-do not change the point predictions). The script uses only functions that exist on main too, so it measures the
-previous code as well: PYTHONPATH=<checkout of main> python experiments/accuracy.py --tag main [case ...].
+do not change the point predictions). Apart from hybrid-uniform, the script uses only functions that exist on main
+too, so it measures the previous code as well: PYTHONPATH=<checkout of main> python experiments/accuracy.py --tag main
+[case ...] (hybrid-uniform is skipped there).
 Usage: python experiments/accuracy.py [--tag TAG] [case ...]  (results/accuracy_<case>[_TAG].csv; then
 experiments/accuracy_report.py writes results/accuracy.md)
 """
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 import time
@@ -96,6 +98,8 @@ def evaluate_split(rows: pd.DataFrame, feats: pd.DataFrame, split: str, methods:
     keys = rows.iloc[te][["kernel", "gpu", *param_columns(rows, "size.")]].astype(str).agg("|".join, axis=1)
     out = []
     for method in methods:
+        if method == "hybrid-uniform" and "weighting" not in inspect.signature(make_model).parameters:
+            continue  # older code: its hybrid weighs every run alike already
         t0 = time.perf_counter()
         pred, label = _predict(method, rows, y, feats, tr, te, seed)
         out.append({"method": label, "n_train": len(tr), **ape_metrics(pred, y[te]),

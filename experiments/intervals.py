@@ -109,7 +109,7 @@ def predict_case(model: TrainedModel, test: pd.DataFrame, tf: pd.DataFrame | Non
         ci = model.intervals
         reasons = p[[c for c in p.columns if c.startswith("ood_") and c != "ood_reason"]]
         out["bin"] = [k[0] for k in bin_keys(reasons, test["kernel"])]
-        out["sigma"] = ci.sigma(X, reasons)  # as the widths use it (an unseen GPU: sigma_unseen_gpu)
+        out["sigma"] = ci.sigma(X, reasons)  # as the widths use it (unseen or few-runs GPU: their fixed sigma)
         out["bin_scores"] = [len(ci.scores.get(b, ())) for b in out["bin"]]
         out["bin_q90"] = [ci.quantile(b, 0.9, min_bin=1) for b in out["bin"]]
     return out.reset_index(drop=True)

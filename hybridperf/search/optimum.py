@@ -44,7 +44,8 @@ def _knots(widths: np.ndarray, levels: Sequence[float] = LEVELS) -> tuple[np.nda
     w = np.maximum.accumulate(np.maximum(np.asarray(widths, dtype=np.float64), 0.0), axis=1)
     c = np.asarray(levels, dtype=np.float64)
     w = w + np.arange(1, w.shape[1] + 1) * 1e-12  # strictly increasing knots (np.interp)
-    last = w[:, -1] + (w[:, -1] - w[:, -2]) * (1 - c[-1]) / (c[-1] - c[-2])
+    with np.errstate(invalid="ignore"):  # an unbounded interval (inf widths) gives NaN: callers treat it as no support
+        last = w[:, -1] + (w[:, -1] - w[:, -2]) * (1 - c[-1]) / (c[-1] - c[-2])
     knots = np.column_stack([np.zeros(len(w)), w, last + 1e-12])
     return knots, np.concatenate([[0.0], c, [1.0]])
 

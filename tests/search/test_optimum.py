@@ -156,3 +156,20 @@ def test_prediction_threads_nest_and_overlap_and_restore(model) -> None:
     with pytest.raises(RuntimeError), prediction_threads(model.regressors(), 1):
         raise RuntimeError("scan failed")
     assert threads() == before
+
+
+def test_an_unbounded_interval_has_no_support_and_warns_nothing() -> None:
+    """Infinite widths (a bin too small for the coverage): no support, not a contender, and no RuntimeWarning."""
+    import warnings
+
+    from hybridperf.search.optimum import LEVELS, contenders, support_ms
+
+    w = np.tile(np.linspace(0.1, 1.0, len(LEVELS)), (3, 1))
+    w[1] = np.inf
+    t = np.array([1.0, 2.0, 3.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lo, hi = support_ms(t, w)
+        keep = contenders(t, w)
+    assert np.isfinite(lo[[0, 2]]).all() and not np.isfinite(lo[1]) and not np.isfinite(hi[1])
+    assert keep.tolist() == [True, False, True]

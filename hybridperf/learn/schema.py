@@ -119,26 +119,26 @@ _FEATURES = _obj({
                                                                   "maxLength": MAX_TOML_BYTES}}},
 }, required=["params", "baselines_", "baseline_", "columns_", "domain_"])
 
-# Every estimator parameter but those added later, whose absence means the value older files were fitted with.
-_ESTIMATOR_PARAMS_REQUIRED = ["regressor", "baseline_column", "mode", "coverage", "n_splits", "random_state",
-                              "group_columns", "shrink_residual", "calibration", "extrapolation_columns", "transfer"]
+_ESTIMATOR_PARAMS = {
+    "regressor": {"oneOf": [{"type": "null"}, BOOSTER_PARAM_SCHEMA]},
+    "baseline_column": {"oneOf": [{"type": "null"}, _NAME, {"type": "integer", "minimum": 0}]},
+    "mode": {"enum": list(MODES)},
+    "coverage": {"oneOf": [{"type": "null"}, _unit()]},
+    "n_splits": {"type": "integer", "minimum": 2, "maximum": 100},
+    "random_state": {"oneOf": [{"type": "null"}, _SEED]},
+    "group_columns": {"oneOf": [{"type": "null"}, _array({"oneOf": [_NAME, {"type": "integer", "minimum": 0}]},
+                                                          10)]},
+    "shrink_residual": {"type": "boolean"},
+    "calibration": {"enum": list(CALIBRATIONS)},
+    "extrapolation_columns": {"oneOf": [{"type": "null"}, _NAME, _array(_NAME, MAX_FEATURES)]},
+    "transfer": {"type": "boolean"},
+    "weighting": {"enum": list(WEIGHTINGS)},
+}
+# Parameters added later: absent in files written before them, which were fitted with the class default.
+_LATER_PARAMS = {"weighting"}
 
 _ESTIMATOR = _obj({
-    "params": _obj({
-        "regressor": {"oneOf": [{"type": "null"}, BOOSTER_PARAM_SCHEMA]},
-        "baseline_column": {"oneOf": [{"type": "null"}, _NAME, {"type": "integer", "minimum": 0}]},
-        "mode": {"enum": list(MODES)},
-        "coverage": {"oneOf": [{"type": "null"}, _unit()]},
-        "n_splits": {"type": "integer", "minimum": 2, "maximum": 100},
-        "random_state": {"oneOf": [{"type": "null"}, _SEED]},
-        "group_columns": {"oneOf": [{"type": "null"}, _array({"oneOf": [_NAME, {"type": "integer", "minimum": 0}]},
-                                                              10)]},
-        "shrink_residual": {"type": "boolean"},
-        "calibration": {"enum": list(CALIBRATIONS)},
-        "extrapolation_columns": {"oneOf": [{"type": "null"}, _NAME, _array(_NAME, MAX_FEATURES)]},
-        "transfer": {"type": "boolean"},
-        "weighting": {"enum": list(WEIGHTINGS)},  # absent in files written before it: uniform
-    }, required=_ESTIMATOR_PARAMS_REQUIRED),
+    "params": _obj(_ESTIMATOR_PARAMS, required=[k for k in _ESTIMATOR_PARAMS if k not in _LATER_PARAMS]),
     "n_features_in_": {"type": "integer", "minimum": 1, "maximum": MAX_FEATURES},
     "feature_names_in_": _array(_NAME, MAX_FEATURES),
     "offset_": _LOG,

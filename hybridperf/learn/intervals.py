@@ -50,17 +50,23 @@ def outside_training_range(X: FloatArray, mask: BoolArray, low: FloatArray, high
 
 
 def with_fixed_sigma(sigma: FloatArray, reasons: pd.DataFrame, unseen_gpu: float | None,
-                     few_runs: float | None = None) -> FloatArray:
-    """``sigma`` with ``unseen_gpu`` for the rows whose main shift is a GPU never trained on and ``few_runs`` for
-    those of a GPU with few training runs (each unchanged where None). On a GPU whose fields it never saw the
-    difficulty model extrapolates; on one with few runs it rests on a handful of residuals, which differ between
-    the cross-fitted estimate a calibration score is divided by and the final one a prediction is."""
-    if unseen_gpu is None and few_runs is None:
+                     few_runs: float | None = None, beyond_sizes: float | None = None) -> FloatArray:
+    """``sigma`` with ``unseen_gpu`` for the rows whose main shift is a GPU never trained on, ``few_runs`` for
+    those of a GPU with few training runs and ``beyond_sizes`` for the other rows beyond the trained sizes (each
+    unchanged where None). On a GPU whose fields it never saw the difficulty model extrapolates; on one with few
+    runs it rests on a handful of residuals, which differ between the cross-fitted estimate a calibration score is
+    divided by and the final one a prediction is; beyond the trained sizes it repeats the difficulty of the
+    largest trained sizes, which says nothing of how far a prediction extrapolates (see ConformalIntervals)."""
+    if unseen_gpu is None and few_runs is None and beyond_sizes is None:
         return sigma
     prim = primary_shift(reasons)
     if unseen_gpu is not None:
         sigma = np.where(prim == "gpu", unseen_gpu, sigma)
-    return sigma if few_runs is None else np.where(prim == "few", few_runs, sigma)
+    if few_runs is not None:
+        sigma = np.where(prim == "few", few_runs, sigma)
+    if beyond_sizes is not None:
+        sigma = np.where((prim == "seen") & (shift_band(reasons["ood_size_factor"]) > 0), beyond_sizes, sigma)
+    return sigma
 
 
 def shift_band(size_factor: Any) -> np.ndarray:
@@ -116,8 +122,8 @@ class ConformalIntervals:
       that band's median shift ``shift_ref``): the assumption that the error grows linearly with
       the distance from the trained sizes. A primary without a scored band takes the seen rows'
       size curve (at least its own band-0 quantile);
-    - raised to the quantile of ``<primary>|<band>|<flag>`` for each flag it shows (the same curve
-      over bands, but beyond its last scored band it grows as the main curve does, which is
+    - raised to the quantile of ``<primary>|<band>|<flag>`` for each flag it shows, except a config value
+      never trained beyond the trained sizes (see below) (the same curve over bands, but beyond its last scored band it grows as the main curve does, which is
       calibrated further out: fewer rows show a flag), else of the pooled ``flag:<flag>``, else (no
       held-out fit ever showed the flag) of the widest bin not about kernels; a primary without a
       band-0 bin takes that widest bin too (``few``: the ``gpu|0`` bin first; ``kernel``: the
@@ -138,7 +144,19 @@ class ConformalIntervals:
     difficulty model learns that GPU from a handful of residuals, so the cross-fitted difficulty that
     divides its calibration scores and the final one that scales its intervals disagree (CLBlast S4, RTX
     3060 laptop with 50 runs: normalised q90 14.8 in calibration against 3.2 on the test rows, though the
-    raw errors' q90 were 0.27 and 0.29; 100 % coverage at hi/lo 18.7).
+    raw errors' q90 were 0.27 and 0.29; 100 % coverage at hi/lo 18.7). A row of a trained GPU beyond the
+    trained sizes (primary ``seen``, band > 0) takes ``sigma_beyond_sizes`` (the same median): there the
+    difficulty model repeats the difficulty of the largest trained sizes, the easiest to predict inside the
+    domain, which says nothing of how hard it is to extrapolate from them (NeuSight S2, A100 trained up to
+    max(M, N, K) 512: a median sigma of 0.005 beyond 4x the sizes, where the 90 % quantile of the test rows'
+    normalised scores was 40-51 against 6-29 calibrated; 44-62 % coverage in bands 2-3).
+
+    The ``config`` flag (a config value never trained) raises only rows inside the trained sizes. Beyond them
+    its bins come from forward fits trained on the smallest sizes, where a tile first seen at a larger size
+    is new in every sense, and they over-state the error of the final model's unseen configs: on NeuSight S2
+    the flagged calibration scores' 90 % quantile was 4-10x the unflagged ones' in every band beyond the
+    trained sizes, and the flagged test rows' 0.5-2x, on each of the five GPUs (P100: intervals up to 300x
+    wide, 98.5 % coverage, Winkler 7.1 against 1.7 for a constant width).
     """
 
     scores: Mapping[str, FloatArray]
@@ -148,12 +166,14 @@ class ConformalIntervals:
     min_bin: int = 30
     sigma_unseen_gpu: float | None = None
     sigma_few_runs: float | None = None
+    sigma_beyond_sizes: float | None = None
     _cache: dict[Any, float] = field(default_factory=dict, compare=False, repr=False)
 
     def sigma(self, X: Any, reasons: pd.DataFrame | None = None) -> FloatArray:
         """The difficulty estimate of each row of the design matrix ``X`` (with the rows' out-of-domain
-        ``reasons``: ``sigma_unseen_gpu`` for the rows of a GPU never trained on and ``sigma_few_runs`` for
-        those of a GPU with few training runs, where set)."""
+        ``reasons``: ``sigma_unseen_gpu`` for the rows of a GPU never trained on, ``sigma_few_runs`` for those of
+        a GPU with few training runs and ``sigma_beyond_sizes`` for the other rows beyond the trained sizes,
+        where set)."""
         n = X.shape[0]
         if self.difficulty is None:
             return np.ones(n)
@@ -161,7 +181,7 @@ class ConformalIntervals:
         sigma = np.exp(np.clip(self.difficulty.predict(Xd), -20.0, 20.0))
         if reasons is None:
             return sigma
-        return with_fixed_sigma(sigma, reasons, self.sigma_unseen_gpu, self.sigma_few_runs)
+        return with_fixed_sigma(sigma, reasons, self.sigma_unseen_gpu, self.sigma_few_runs, self.sigma_beyond_sizes)
 
     def quantile(self, name: str, coverage: float, min_bin: int | None = None) -> float:
         """The normalised score quantile of one bin: inf when it has fewer than ``min_bin`` (default:
@@ -280,7 +300,10 @@ class ConformalIntervals:
         for p, kernel, m in main:
             q[m] = self._main(p, kernel, band[m], shift[m], coverage)
         for p, f, m in flagged:  # after every main quantile of the shift: the flags raise it
-            q[m] = np.fmax(q[m], self._flagged(p, f, band[m], shift[m], coverage))
+            if f == "config":  # inside the trained sizes only (see the class docstring)
+                m = m[band[m] == 0]
+            if len(m):
+                q[m] = np.fmax(q[m], self._flagged(p, f, band[m], shift[m], coverage))
         return q
 
     def half_width(self, X: Any, reasons: pd.DataFrame, kernels: pd.Series, coverage: float) -> FloatArray:
@@ -316,7 +339,8 @@ class ConformalIntervals:
         return {"version": INTERVALS_VERSION, "scores": {k: encode_array(v) for k, v in sorted(self.scores.items())},
                 "shift_ref": {k: float(v) for k, v in sorted(self.shift_ref.items())}, "min_bin": self.min_bin,
                 "difficulty": booster_to_json(self.difficulty), "difficulty_columns": list(self.difficulty_columns),
-                "sigma_unseen_gpu": self.sigma_unseen_gpu, "sigma_few_runs": self.sigma_few_runs}
+                "sigma_unseen_gpu": self.sigma_unseen_gpu, "sigma_few_runs": self.sigma_few_runs,
+                "sigma_beyond_sizes": self.sigma_beyond_sizes}
 
     @classmethod
     def from_dict(cls, doc: Any, n_features: int) -> ConformalIntervals:
@@ -336,7 +360,7 @@ class ConformalIntervals:
             raise ModelFileError("model file intervals name difficulty columns outside the features; retrain it")
         difficulty = None if doc.get("difficulty") is None else booster_from_json(doc["difficulty"], len(cols))
         fixed = {}
-        for key in ("sigma_unseen_gpu", "sigma_few_runs"):
+        for key in ("sigma_unseen_gpu", "sigma_few_runs", "sigma_beyond_sizes"):
             v = doc.get(key)  # absent in files written before it: the row's own difficulty
             if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < np.inf):
                 raise ModelFileError(f"model file intervals hold a malformed {key}; retrain the model")

@@ -167,6 +167,7 @@ _INTERVALS = _obj({
     "difficulty_columns": _array({"type": "integer", "minimum": 0, "maximum": MAX_FEATURES}, MAX_FEATURES),
     "sigma_unseen_gpu": {"oneOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}]},
     "sigma_few_runs": {"oneOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}]},
+    "sigma_beyond_sizes": {"oneOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}]},
 }, required=["scores"])
 
 _METADATA = _obj({

@@ -116,12 +116,22 @@ def test_coverage_holds_on_sizes_the_calibration_never_saw() -> None:
 
 
 def test_a_flag_beyond_its_own_bands_keeps_its_excess_over_the_main_curve() -> None:
-    ci = _intervals(**{"seen|1|config": _scores(0.3, seed=9)})
-    ci = ConformalIntervals(scores=ci.scores, shift_ref={"seen|1": 0.5, "seen|2": 1.5, "seen|1|config": 0.5})
-    q1c, q1 = conformal_half_width(ci.scores["seen|1|config"], 0.9), conformal_half_width(ci.scores["seen|1"], 0.9)
+    ci = _intervals(**{"seen|1|regime": _scores(0.3, seed=9)})
+    ci = ConformalIntervals(scores=ci.scores, shift_ref={"seen|1": 0.5, "seen|2": 1.5, "seen|1|regime": 0.5})
+    q1r, q1 = conformal_half_width(ci.scores["seen|1|regime"], 0.9), conformal_half_width(ci.scores["seen|1"], 0.9)
     for factor in (6.0, 40.0):  # bands 3 and 4: beyond the flag's band 1 and the main curve's band 2
         main = _hw(ci, ood_size_factor=factor)
-        assert _hw(ci, ood_size_factor=factor, ood_config="B=3") == pytest.approx(main * q1c / q1)
+        assert _hw(ci, ood_size_factor=factor, ood_regime=True) == pytest.approx(main * q1r / q1)
+
+
+def test_a_config_never_trained_raises_the_interval_inside_the_trained_sizes_only() -> None:
+    """Beyond the trained sizes a config value never trained takes the main size curve: its bins there come from
+    forward fits on the smallest sizes, where every tile is new (see ConformalIntervals)."""
+    ci = _intervals(**{"seen|1|config": _scores(0.3, seed=9), "seen|2|config": _scores(0.6, seed=10)})
+    assert _hw(ci, ood_config="B=3") == pytest.approx(conformal_half_width(ci.scores["seen|0|config"], 0.9))
+    assert _hw(ci, ood_config="B=3") > _hw(ci)
+    for factor in (1.5, 3.0, 40.0):  # bands 1, 2 and 4
+        assert _hw(ci, ood_size_factor=factor, ood_config="B=3") == pytest.approx(_hw(ci, ood_size_factor=factor))
 
 
 class _LogSigmaIsColumn0:
@@ -177,3 +187,28 @@ def test_a_gpu_with_few_runs_takes_its_own_fixed_difficulty() -> None:
     for bad in (0.0, -1.0, True, "x"):
         with pytest.raises(ModelFileError, match="sigma_few_runs"):
             ConformalIntervals.from_dict({**doc, "sigma_few_runs": bad}, n_features=1)
+
+
+def test_a_row_beyond_the_trained_sizes_takes_the_fixed_difficulty() -> None:
+    """A trained GPU's row beyond the trained sizes gets sigma_beyond_sizes (the difficulty model would repeat
+    that of the largest trained sizes); inside them, and on an unseen GPU, the other rules hold; older files load
+    as None (the row's own difficulty), and a malformed value is refused."""
+    ci = ConformalIntervals(scores=_intervals().scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,),
+                            sigma_unseen_gpu=0.5, sigma_beyond_sizes=0.2)
+    X = np.log(np.array([[4.0], [4.0], [4.0], [4.0]]))
+    r = _reasons(4, ood_size_factor=np.array([1.0, 3.0, 40.0, 3.0]), ood_gpu=np.array([False, False, False, True]))
+    np.testing.assert_allclose(ci.sigma(X, r), [4.0, 0.2, 0.2, 0.5])
+    hw = ci.half_width(X, r, pd.Series(["k"] * 4), 0.9)
+    assert hw[1] == pytest.approx(ci.quantile("seen|2", 0.9) * 0.2)
+    plain = ConformalIntervals(scores=ci.scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,),
+                               sigma_unseen_gpu=0.5)
+    np.testing.assert_allclose(plain.sigma(X, r), [4.0, 4.0, 4.0, 0.5])
+    doc = {**_intervals().to_dict(), "sigma_beyond_sizes": 0.2}
+    assert ConformalIntervals.from_dict(doc, n_features=1).sigma_beyond_sizes == 0.2
+    older = {k: v for k, v in doc.items() if k != "sigma_beyond_sizes"}
+    assert ConformalIntervals.from_dict(older, n_features=1).sigma_beyond_sizes is None
+    from hybridperf.learn.persist import ModelFileError
+
+    for bad in (0.0, -1.0, True, "x"):
+        with pytest.raises(ModelFileError, match="sigma_beyond_sizes"):
+            ConformalIntervals.from_dict({**doc, "sigma_beyond_sizes": bad}, n_features=1)

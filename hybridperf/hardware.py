@@ -41,8 +41,9 @@ SPEC_KEYS = (
     "sm_count", "core_clock_mhz", "dram_bandwidth_gbs", "memory_gib", "l2_cache_kib",
     "fp32_lanes_per_sm", "sfu_per_sm", "peak_fp32_gflops",
 )
-# Datasheet values a spec may leave out (None then): the board power, which bounds the clock a part sustains.
-OPTIONAL_SPEC_KEYS = ("tdp_w",)
+# Datasheet values a spec may leave out (None then): the board power, which bounds the clock a part sustains, and
+# the process node, from which the energy per instruction of the power cap defaults.
+OPTIONAL_SPEC_KEYS = ("tdp_w", "process_nm")
 MODEL_KEYS = (
     "dram_latency_cycles", "departure_delay_coal_cycles", "departure_delay_uncoal_cycles",
     "fp_latency_cycles", "avg_inst_latency_cycles", "issue_cycles", "l1_hit_latency_cycles",
@@ -52,13 +53,19 @@ MODEL_KEYS = (
 # give: each defaults (and says so in ``sources``) where a file leaves it out; see docs/gpu-spec-format.md.
 OPTIONAL_MODEL_KEYS = (
     "l2_bandwidth_gbs", "smem_bytes_per_cycle_per_sm", "l1_bytes_per_cycle_per_sm", "issue_per_cycle_per_sm",
-    "launch_overhead_us",
+    "launch_overhead_us", "energy_per_inst_pj", "power_burst_ms",
 )
 # Measured L2-to-DRAM bandwidth ratios (gpu-benches gpu-l2-cache and gpu-cache over datasheet DRAM bandwidth:
 # A100 80GB 5482/1935 = 2.8, H100 PCIe 7758/2000 = 3.9, H200 13527/4800 = 2.8, L40 5332/864 = 6.2, V100 2440/900
 # = 2.7): 3 is about their median, the default for specs without a measured L2 bandwidth.
 L2_TO_DRAM_BANDWIDTH = 3.0
 DEFAULT_LAUNCH_OVERHEAD_US = 3.0
+# The power cap's constants (analytical/hierarchy.py), fitted on the sustained thread-instruction rate of the 75 W,
+# 16 nm Tesla P4 in NeuSight's cuBLAS GEMM runs by experiments/power_constants.py (results/power_constants.md):
+# board energy per thread instruction per nanometre of the process node (energy per operation scales about with
+# the feature size at a constant supply voltage), and how long a part runs above its cap before the clock drops.
+ENERGY_PJ_PER_INST_PER_NM = 2.24
+POWER_BURST_MS = 0.27
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,16 +107,19 @@ class GPUSpec:
     issue_per_cycle_per_sm: float | None = None
     launch_overhead_us: float | None = None
     tdp_w: float | None = None
+    process_nm: float | None = None
+    energy_per_inst_pj: float | None = None
+    power_burst_ms: float | None = None
 
     def __post_init__(self) -> None:
         for key, (value, why) in _optional_defaults(self).items():
-            if getattr(self, key) is None:  # frozen: fill the default once, and say where it came from
+            if getattr(self, key) is None and value is not None:  # frozen: fill once, and say where it came from
                 object.__setattr__(self, key, value)
                 self.sources.setdefault(f"model.{key}", f"default: {why}")
         for key in SPEC_KEYS + MODEL_KEYS + OPTIONAL_MODEL_KEYS + OPTIONAL_SPEC_KEYS:
             v = getattr(self, key)
-            if key in OPTIONAL_SPEC_KEYS and v is None:
-                continue
+            if v is None and (key in OPTIONAL_SPEC_KEYS or key == "energy_per_inst_pj"):
+                continue  # unknown: no power cap without an energy per instruction
             if not in_range(v, MAX_SPEC_VALUE) or not v > 0:
                 raise SpecError(f"{self.path or self.name}: {key} must be a positive finite number up to "
                                 f"{MAX_SPEC_VALUE:g}, got {str(v)[:30]}")
@@ -147,7 +157,7 @@ class GPUSpec:
         return dataclasses.replace(self, **changes)
 
 
-def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float, str]]:
+def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float | None, str]]:
     """The value each optional machine parameter takes when a spec leaves it out, and why."""
     kepler = gpu.compute_capability.startswith("3.")
     bank_bytes = 8 if kepler else 4
@@ -171,6 +181,13 @@ def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float, str]]:
                                "a few microseconds from launch to completion of an empty kernel on recent NVIDIA "
                                "GPUs (gpu-benches gpu-small-kernels); timings taken through a framework add more, "
                                "which calibration absorbs"),
+        "energy_per_inst_pj": (None if gpu.process_nm is None else ENERGY_PJ_PER_INST_PER_NM * gpu.process_nm,
+                               f"{ENERGY_PJ_PER_INST_PER_NM:g} pJ per thread instruction per nm of process_nm, the "
+                               "board energy per instruction of the 16 nm Tesla P4 at its sustained rate, scaled by "
+                               "the node (experiments/power_constants.py); no power cap without process_nm"),
+        "power_burst_ms": (POWER_BURST_MS,
+                           "how long a part runs above its power cap before the clock drops, fitted with the energy "
+                           "per instruction on the Tesla P4's fastest runs of 1-100 ms (experiments/power_constants.py)"),
     }
 
 

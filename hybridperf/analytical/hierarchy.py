@@ -1,4 +1,4 @@
-"""Hierarchical roofline with waves: memory levels and SM pipes per wave, tail wave, latency, L2 reuse, spills."""
+"""Hierarchical roofline with waves: levels and pipes per wave, tail wave, latency, L2 reuse, spills, power cap."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,8 +14,9 @@ from hybridperf.profile import KernelProfile
 
 __all__ = ["LEVELS", "HierarchyResult", "hierarchy"]
 
-# The resources a wave can be limited by, in the order of HierarchyResult.limiter's codes.
-LEVELS = ("issue", "fp32", "sfu", "shared memory", "load/store", "l2", "dram", "latency")
+# The resources a launch can be limited by, in the order of HierarchyResult.limiter's codes: those of a wave,
+# then the board's power cap (the whole launch).
+LEVELS = ("issue", "fp32", "sfu", "shared memory", "load/store", "l2", "dram", "latency", "power")
 SECTOR_BYTES = 32.0
 
 
@@ -25,7 +26,9 @@ class HierarchyResult(Terms):
     included), the wave geometry, the limiting level of the full waves and the time.
 
     ``*_ms`` of a level is the time the launch would take were that level its only limit; ``time_ms``
-    is the sum over waves of the slowest level of each wave, plus the launch overhead.
+    is the sum over waves of the slowest level of each wave or the power cap's time if longer, plus the
+    launch overhead. ``energy_j`` is the board energy the launch's instructions take (NaN where the spec
+    gives no energy per instruction or no board power: no power cap, ``power_ms`` 0).
     """
 
     dram_traffic_bytes: FloatArray
@@ -43,6 +46,8 @@ class HierarchyResult(Terms):
     l2_ms: FloatArray
     dram_ms: FloatArray
     latency_ms: FloatArray
+    energy_j: FloatArray
+    power_ms: FloatArray
     full_waves: FloatArray
     tail_fraction: FloatArray
     wave_efficiency: FloatArray
@@ -72,6 +77,17 @@ def _lsu_bytes_per_warp(p: KernelProfile, spill_insts: FloatArray, warp_size: in
     ``load_bytes_per_warp``; uncoalesced: ``uncoal_per_mw`` 32 B sectors) and the 4-byte spill accesses."""
     sectors = p.coal_mem_insts * p.load_bytes_per_warp + p.uncoal_mem_insts * p.uncoal_per_mw * SECTOR_BYTES
     return sectors + spill_insts * warp_size * 4.0
+
+
+def _power_ms(insts_per_thread: FloatArray, total_threads: FloatArray,
+              gpu: GPUSpec) -> tuple[FloatArray, FloatArray]:
+    """(energy J, power-cap time ms) of a launch: E = ``energy_per_inst_pj`` x thread instructions, and
+    max(E / ``tdp_w`` - ``power_burst_ms``, 0); (NaN, 0) where the spec gives no energy or board power."""
+    e_pj, tdp = gpu.energy_per_inst_pj, gpu.tdp_w
+    if e_pj is None or tdp is None:
+        return np.full(np.shape(total_threads), np.nan), np.zeros(np.shape(total_threads))
+    energy = insts_per_thread * total_threads * e_pj * 1e-12
+    return energy, np.maximum(energy / tdp * 1e3 - float(gpu.power_burst_ms or 0.0), 0.0)
 
 
 def _latency_cycles(p: KernelProfile, gpu: GPUSpec, l2_share: FloatArray, dram_share: FloatArray) -> FloatArray:
@@ -116,7 +132,18 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
                          b L2_block / BW_l2, b DRAM_block / BW_dram, C_latency)   cycles, for a wave of
                    b blocks, k of them on the busiest SM
         cycles     = n_full t(r, r S) + t(ceil(b_t / S), b_t)
-        time       = cycles / f_core + launch overhead
+        time       = max(cycles / f_core, t_power) + launch overhead
+
+    The power cap t_power = max(E / P - tau, 0), E = e x the thread instructions of the launch (the
+    issue count below, spills included, times the threads), P the board power ``tdp_w``, e
+    ``energy_per_inst_pj`` and tau ``power_burst_ms``: a part that would draw more than its board power
+    at its boost clock lowers the clock until it does not, after running above the cap for about tau.
+    This is the power cap of the energy roofline (Choi, Bedard, Fowler and Vuduc, "A Roofline Model of
+    Energy", IPDPS 2013: time >= energy / power), with the energy of a launch counted per issued
+    instruction so that configurations of one problem still differ by the work they issue. It decides
+    the 70-75 W parts: NeuSight's cuBLAS GEMM on the T4 reaches 2.67e12 thread instructions per second
+    in runs of 1-3 ms and 1.98e12 in runs of 30-100 ms (experiments/results/power_constants.md), while
+    the 250 W parts hold their rate.
 
     Per block (W = warps per block, w = warp size, per-thread counts from the descriptor):
     C_issue = (comp + sfu + global + spill insts) W / issue rate (``issue_per_cycle_per_sm``; by
@@ -150,8 +177,8 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
         ``l2_bytes``, ``reread_bytes``, ``reread_distance_bytes``).
     gpu : GPUSpec
         Uses the SM count, core clock, DRAM and L2 bandwidth (GB/s), L2 size, lane counts, the
-        per-SM shared-memory and L1 bytes per cycle, the issue rate, latencies (cycles) and the
-        launch overhead (us).
+        per-SM shared-memory and L1 bytes per cycle, the issue rate, latencies (cycles), the
+        launch overhead (us) and, for the power cap, the board power, energy per instruction and burst.
     launch : LaunchState, optional
         Precomputed launch geometry.
     spilled_registers : array_like, optional
@@ -170,6 +197,8 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
         np.broadcast_to(np.asarray(spilled_registers, dtype=np.float64), asked.shape)
     frac = np.where(spilled > 0, spilled / np.maximum(np.minimum(asked, cap) + spilled, 1.0), 0.0)
     spill_insts = 2.0 * frac * p.comp_insts
+    energy, power_ms = _power_ms(p.comp_insts + p.sfu_insts + p.coal_mem_insts + p.uncoal_mem_insts + spill_insts,
+                                 p.total_threads, gpu)
     spill_bytes = spill_insts * 4.0 * p.total_threads
     l2_capacity = gpu.l2_cache_kib * 1024.0
     resident_threads = st.active_blocks_per_sm * st.active_sms * p.threads_per_block
@@ -200,6 +229,8 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
         bound = np.max([blocks * c / s for c in per_sm] + [blocks * c for c in per_block_global], axis=0)
         limiter = np.argmax(np.where(n_full > 0, np.array(levels_full), np.array(levels_tail)), axis=0)
     to_ms = 1e3 / clock_hz
+    capped = power_ms > cycles * to_ms
+    limiter = np.where(capped, LEVELS.index("power"), limiter)
     overhead_ms = gpu.launch_overhead_us * 1e-3
     nan = np.where(st.launchable, 1.0, np.nan)
     ms = [c * to_ms * nan for c in level_cycles]
@@ -208,8 +239,9 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
         smem_traffic_bytes=p.smem_bytes, lsu_traffic_bytes=lsu_bytes,
         spill_bytes=spill_bytes, spill_fraction=frac,
         issue_ms=ms[0], fp32_ms=ms[1], sfu_ms=ms[2], smem_ms=ms[3], lsu_ms=ms[4], l2_ms=ms[5], dram_ms=ms[6],
-        latency_ms=ms[7], full_waves=n_full * nan, tail_fraction=tail_blocks / (r * s),
-        wave_efficiency=st.rep / np.maximum(st.waves, 1.0), limiter=np.where(st.launchable, limiter, -1),
-        bound_ms=bound * to_ms * nan, time_ms=(cycles * to_ms + overhead_ms) * nan,
+        latency_ms=ms[7], energy_j=energy * nan, power_ms=power_ms * nan, full_waves=n_full * nan,
+        tail_fraction=tail_blocks / (r * s), wave_efficiency=st.rep / np.maximum(st.waves, 1.0),
+        limiter=np.where(st.launchable, limiter, -1), bound_ms=np.maximum(bound * to_ms, power_ms) * nan,
+        time_ms=(np.maximum(cycles * to_ms, power_ms) + overhead_ms) * nan,
     )
 

@@ -27,8 +27,10 @@ DEFAULT_BOUNDS: dict[str, dict[str, tuple[float, float]]] = {
                 "departure_delay_uncoal_cycles": (0.5, 200), "issue_cycles": (0.1, 16)},
     "gpuperf": {"dram_latency_cycles": (100, 2000), "departure_delay_coal_cycles": (0.5, 100),
                 "avg_inst_latency_cycles": (1, 40), "sync_gamma": (1, 500), "l1_hit_latency_cycles": (1, 200)},
+    # The power cap (pJ per thread instruction, ms) and the launch overhead (us) of the hierarchical roofline.
+    "hierarchical": {"energy_per_inst_pj": (1, 1000), "power_burst_ms": (0.01, 100), "launch_overhead_us": (0.1, 1000)},
 }
-_TIME_COLUMN = {"mwp-cwp": "time_ms", "gpuperf": "time_ms"}
+_TIME_COLUMN = {"mwp-cwp": "time_ms", "gpuperf": "time_ms", "hierarchical": "time_ms"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,10 @@ def calibrate_gpu(sweep: pd.DataFrame, gpu: GPUSpec | str, *, model: str = "mwp-
     unknown = [n for n in names if n not in bounds]
     if unknown:
         raise HybridperfError(f"cannot calibrate {unknown[0]!r} for {model}; choose from {', '.join(bounds)}")
+    power = [n for n in names if n in ("energy_per_inst_pj", "power_burst_ms")]
+    if power and (gpu.tdp_w is None or gpu.energy_per_inst_pj is None):
+        raise HybridperfError(f"{gpu.name} has no power cap to calibrate ({power[0]}): its spec needs tdp_w and "
+                              "process_nm (or energy_per_inst_pj); add them, or calibrate launch_overhead_us alone")
     rows = training_rows(sweep)
     stem = Path(gpu.path).stem
     rows = rows[(rows["gpu"] == stem) | (rows["gpu"] == gpu.name)]

@@ -28,7 +28,7 @@ from hybridperf.sweep import param_columns, size_metric
 __all__ = ["FEATURE_VERSION", "PARAM_FEATURE_PREFIXES", "SweepFeatures", "analytical_features", "descriptor_params",
            "gpu_features"]
 
-FEATURE_VERSION = 2
+FEATURE_VERSION = 3
 # Columns of the "params" feature set: the parameters themselves and the GPU's datasheet fields.
 PARAM_FEATURE_PREFIXES = ("size.", "config.", "log2_size.", "gpu_")
 _LIMITERS = {"warps": 0.0, "registers": 1.0, "shared memory": 2.0, "blocks": 3.0}
@@ -107,7 +107,7 @@ def _hierarchy_features(hi: pd.DataFrame, prof: Any, gpu: GPUSpec) -> dict[str, 
     GPU's (NeuSight's insight: workload per SM over hardware per SM transfers across GPUs)."""
     time = hi.time_ms.to_numpy()
     cols = {"issue": "issue_ms", "fp32": "fp32_ms", "sfu": "sfu_ms", "shared memory": "smem_ms",
-            "load/store": "lsu_ms", "l2": "l2_ms", "dram": "dram_ms", "latency": "latency_ms"}
+            "load/store": "lsu_ms", "l2": "l2_ms", "dram": "dram_ms", "latency": "latency_ms", "power": "power_ms"}
     f = {f"h_share_{cols[level].removesuffix('_ms')}": hi[cols[level]].to_numpy() / time for level in LEVELS}
     flops = prof.flops * prof.total_threads
     dram = hi.dram_traffic_bytes.to_numpy()
@@ -130,10 +130,14 @@ def _hierarchy_features(hi: pd.DataFrame, prof: Any, gpu: GPUSpec) -> dict[str, 
 
 def gpu_features(gpu: GPUSpec) -> dict[str, float]:
     """The GPU as hardware ratios rather than an identity: bytes per FLOP at each level, SMs, clock, L2
-    and shared memory per SM (the quantities NeuSight normalises its tile features by), and the board
-    power, which decides whether a part sustains its boost clock (NaN where the spec does not give it)."""
+    and shared memory per SM (the quantities NeuSight normalises its tile features by), the board
+    power, which decides whether a part sustains its boost clock, and the share of its peak issue rate
+    that power sustains (the hierarchical roofline's power cap; NaN where the spec does not give them)."""
     peak = gpu.peak_fp32_gflops
     smem_gbs = gpu.smem_bytes_per_cycle_per_sm * gpu.sm_count * gpu.core_clock_mhz / 1e3
+    issue_per_s = gpu.issue_per_cycle_per_sm * gpu.warp_size * gpu.sm_count * gpu.core_clock_hz
+    powered = (np.nan if gpu.tdp_w is None or gpu.energy_per_inst_pj is None
+               else gpu.tdp_w / (gpu.energy_per_inst_pj * 1e-12) / issue_per_s)
     return {
         "gpu_dram_bytes_per_flop": gpu.dram_bandwidth_gbs / peak,
         "gpu_l2_bytes_per_flop": gpu.l2_bandwidth_gbs / peak,
@@ -144,6 +148,7 @@ def gpu_features(gpu: GPUSpec) -> dict[str, float]:
         "gpu_smem_per_sm_kib": gpu.limits.smem_per_sm_bytes / 1024,
         "gpu_registers_per_lane": gpu.limits.registers_per_sm / gpu.fp32_lanes_per_sm,
         "gpu_tdp_w": np.nan if gpu.tdp_w is None else float(gpu.tdp_w),  # power bounds the clock a part sustains
+        "gpu_powered_issue_share": powered,  # thread instructions/s the board power sustains over the peak rate
     }
 
 

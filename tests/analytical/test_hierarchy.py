@@ -87,3 +87,41 @@ def test_time_is_never_below_the_bound() -> None:
     prof = k.profile({"MWG": np.array([16, 64, 128.0]), "NWG": np.array([16, 64, 128.0])})
     h = hierarchy(dataclasses.replace(prof, registers_per_thread=np.minimum(prof.registers_per_thread, 255)), GPU)
     assert (h.time_ms >= h.bound_ms).all()
+
+
+def test_power_cap_by_hand_on_a_70_watt_part() -> None:
+    """The T4 at its board power: E = e x thread instructions, time = E / P - burst once that exceeds the waves."""
+    t4 = load_gpu("tesla-t4")
+    assert t4.energy_per_inst_pj == pytest.approx(2.24 * 12) and t4.tdp_w == 70
+    blocks = 40 * 4 * 100  # 100 full waves of 4 resident 256-thread blocks per SM on 40 SMs
+    h = hierarchy(_fma_profile(blocks, comp_insts=20000.0), t4)
+    energy = 20000.0 * 256 * blocks * t4.energy_per_inst_pj * 1e-12
+    power_ms = energy / 70 * 1e3 - t4.power_burst_ms
+    waves_ms = 100 * 4 * 8 * 20000.0 / (64 / 32) / (t4.core_clock_mhz * 1e3)  # the issue level of 100 waves
+    assert h.energy_j[0] == pytest.approx(energy)
+    assert h.power_ms[0] == pytest.approx(power_ms) and power_ms > waves_ms
+    assert LEVELS[h.limiter[0]] == "power"
+    assert h.time_ms[0] == pytest.approx(power_ms + t4.launch_overhead_us * 1e-3)
+    assert h.bound_ms[0] == pytest.approx(power_ms)
+
+
+def test_a_short_launch_runs_in_its_burst_and_a_part_without_power_data_is_uncapped() -> None:
+    t4 = load_gpu("tesla-t4")
+    short = hierarchy(_fma_profile(40 * 4, comp_insts=1000.0), t4)  # about 1 mJ: inside the burst
+    assert short.power_ms[0] == 0 and LEVELS[short.limiter[0]] != "power"
+    unknown = dataclasses.replace(t4, tdp_w=None)
+    big = _fma_profile(40 * 4 * 100, comp_insts=20000.0)
+    h, free = hierarchy(big, t4), hierarchy(big, unknown)
+    assert np.isnan(free.energy_j[0]) and free.power_ms[0] == 0 and free.time_ms[0] < h.time_ms[0]
+    no_node = load_gpu("geforce-rtx-3060-laptop")  # no board power in its spec: the OEM sets it
+    assert no_node.tdp_w is None and hierarchy(big, no_node).power_ms[0] == 0
+
+
+def test_the_power_cap_orders_configurations_by_the_instructions_they_issue() -> None:
+    """Two launches of the same work, one issuing twice the instructions: on a capped part the second takes
+    twice the energy and, past the burst, about twice the time."""
+    t4 = load_gpu("tesla-t4")
+    lean, busy = (hierarchy(_fma_profile(40 * 4 * 100, comp_insts=c), t4) for c in (20000.0, 40000.0))
+    assert LEVELS[lean.limiter[0]] == LEVELS[busy.limiter[0]] == "power"
+    assert busy.energy_j[0] == pytest.approx(2 * lean.energy_j[0])
+    assert busy.power_ms[0] + t4.power_burst_ms == pytest.approx(2 * (lean.power_ms[0] + t4.power_burst_ms))

@@ -89,6 +89,7 @@ def test_sklearn_clone_and_state_round_trip(titanv: pd.DataFrame) -> None:
 
 
 def test_hierarchy_terms_are_shares_and_the_gpu_enters_as_ratios() -> None:
+    from hybridperf.analytical.hierarchy import LEVELS
     from hybridperf.hardware import load_gpu
     from hybridperf.learn.features import analytical_features, gpu_features
 
@@ -96,7 +97,7 @@ def test_hierarchy_terms_are_shares_and_the_gpu_enters_as_ratios() -> None:
                          "size.N": 1024.0, "size.K": 1024.0})
     f = analytical_features(rows)
     shares = f[[c for c in f.columns if c.startswith("h_share_")]].to_numpy()
-    assert shares.shape[1] == 8 and (shares >= 0).all() and (shares <= 1 + 1e-12).all()
+    assert shares.shape[1] == len(LEVELS) and (shares >= 0).all() and (shares <= 1 + 1e-12).all()
     assert (shares.max(axis=1) > 0.9).all()  # the limiting level: all but the launch overhead and tail
     assert not any(c in f.columns for c in ("gpu_peak_fp32_gflops", "gpu_dram_bandwidth_gbs", "gpu_cc"))
     a100 = load_gpu("a100-pcie-40gb")
@@ -104,3 +105,8 @@ def test_hierarchy_terms_are_shares_and_the_gpu_enters_as_ratios() -> None:
     assert g["gpu_dram_bytes_per_flop"] == pytest.approx(1555 / 19492)
     assert g["gpu_l2_kib_per_sm"] == pytest.approx(40960 / 108) and g["gpu_tdp_w"] == 250
     assert np.isnan(gpu_features(load_gpu("quadro-fx5600"))["gpu_tdp_w"])  # no board power in that spec
+    # The share of its peak issue rate the board power sustains: 250 W / (2.24 pJ x 7 nm) over 108 SMs x 64 lanes
+    # x 1410 MHz on the A100; below 1 on the 70 W T4; unknown without board power.
+    assert g["gpu_powered_issue_share"] == pytest.approx(250 / (2.24e-12 * 7) / (108 * 64 * 1410e6))
+    assert gpu_features(load_gpu("tesla-t4"))["gpu_powered_issue_share"] < 1
+    assert np.isnan(gpu_features(load_gpu("quadro-fx5600"))["gpu_powered_issue_share"])

@@ -190,19 +190,20 @@ def test_a_gpu_with_few_runs_takes_its_own_fixed_difficulty() -> None:
 
 
 def test_a_row_beyond_the_trained_sizes_takes_the_fixed_difficulty() -> None:
-    """A trained GPU's row beyond the trained sizes gets sigma_beyond_sizes (the difficulty model would repeat
-    that of the largest trained sizes); inside them, and on an unseen GPU, the other rules hold; older files load
-    as None (the row's own difficulty), and a malformed value is refused."""
+    """A trained GPU's row beyond the trained sizes gets at least sigma_beyond_sizes (the difficulty model would
+    repeat that of the largest trained sizes); inside them, and on an unseen GPU, the other rules hold; older files
+    load as None (the row's own difficulty), and a malformed value is refused."""
     ci = ConformalIntervals(scores=_intervals().scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,),
-                            sigma_unseen_gpu=0.5, sigma_beyond_sizes=0.2)
-    X = np.log(np.array([[4.0], [4.0], [4.0], [4.0]]))
-    r = _reasons(4, ood_size_factor=np.array([1.0, 3.0, 40.0, 3.0]), ood_gpu=np.array([False, False, False, True]))
-    np.testing.assert_allclose(ci.sigma(X, r), [4.0, 0.2, 0.2, 0.5])
-    hw = ci.half_width(X, r, pd.Series(["k"] * 4), 0.9)
-    assert hw[1] == pytest.approx(ci.quantile("seen|2", 0.9) * 0.2)
+                            sigma_unseen_gpu=0.5, sigma_beyond_sizes=2.0)
+    X = np.log(np.array([[4.0], [1.0], [1.0], [4.0], [1.0]]))
+    r = _reasons(5, ood_size_factor=np.array([1.0, 3.0, 40.0, 3.0, 3.0]),
+                 ood_gpu=np.array([False, False, False, False, True]))
+    np.testing.assert_allclose(ci.sigma(X, r), [4.0, 2.0, 2.0, 4.0, 0.5])  # a harder row keeps its own
+    hw = ci.half_width(X, r, pd.Series(["k"] * 5), 0.9)
+    assert hw[1] == pytest.approx(ci.quantile("seen|2", 0.9) * 2.0)
     plain = ConformalIntervals(scores=ci.scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,),
                                sigma_unseen_gpu=0.5)
-    np.testing.assert_allclose(plain.sigma(X, r), [4.0, 4.0, 4.0, 0.5])
+    np.testing.assert_allclose(plain.sigma(X, r), [4.0, 1.0, 1.0, 4.0, 0.5])
     doc = {**_intervals().to_dict(), "sigma_beyond_sizes": 0.2}
     assert ConformalIntervals.from_dict(doc, n_features=1).sigma_beyond_sizes == 0.2
     older = {k: v for k, v in doc.items() if k != "sigma_beyond_sizes"}

@@ -181,7 +181,7 @@ def test_compare_strategies_uses_seed_offsets(subspace) -> None:
 def test_the_loop_beats_random_sampling(subspace) -> None:
     pool = replay_pool(subspace, **KW)
     found, rand = [], []
-    for seed in range(3):
+    for seed in range(10):  # three seeds were too few: one feature more moved two of them below 0.95
         found.append(replay(subspace, budget=36, seed=seed, pool=pool, prior="none", **KW)
                      .steps["fraction_of_optimum"].iloc[-1])
         rand.append(replay(subspace, strategy="random", budget=36, seed=seed, **KW)

@@ -187,7 +187,8 @@ def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float | None, str]]:
                                "the node (experiments/power_constants.py); no power cap without process_nm"),
         "power_burst_ms": (POWER_BURST_MS,
                            "how long a part runs above its power cap before the clock drops, fitted with the energy "
-                           "per instruction on the Tesla P4's fastest runs of 1-100 ms (experiments/power_constants.py)"),
+                           "per instruction on the Tesla P4's fastest runs of 1-100 ms "
+                           "(experiments/power_constants.py)"),
     }
 
 

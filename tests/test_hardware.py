@@ -122,3 +122,24 @@ def test_optional_machine_parameters_default_and_say_so(tmp_path: Path) -> None:
     p.write_text(text.replace("[model]", '[model]\nlaunch_overhead_us = { value = -1, source = "x" }', 1))
     with pytest.raises(SpecError, match="model.launch_overhead_us value must be a finite number from 0"):
         load_gpu(str(p))
+
+
+def test_the_power_cap_defaults_from_the_process_node_and_can_be_given(tmp_path: Path) -> None:
+    """energy_per_inst_pj defaults to 2.24 pJ x process_nm (and says so); a spec without the node has none; a
+    spec may give its own; a bad node is refused with one line."""
+    g = load_gpu("titan-v")
+    assert g.process_nm == 12 and g.energy_per_inst_pj == pytest.approx(2.24 * 12)
+    assert g.sources["model.energy_per_inst_pj"].startswith("default:") and g.power_burst_ms == 0.27
+    text = Path(g.path).read_text()
+    p = tmp_path / "node.toml"
+    p.write_text("\n".join(line for line in text.split("\n") if not line.startswith("process_nm")))
+    bare = load_gpu(str(p))
+    assert bare.process_nm is None and bare.energy_per_inst_pj is None
+    assert "model.energy_per_inst_pj" not in bare.sources
+    p.write_text(text.replace("[model]", '[model]\nenergy_per_inst_pj = { value = 12.5, source = "measured" }', 1))
+    assert load_gpu(str(p)).energy_per_inst_pj == 12.5
+    p.write_text(text.replace("process_nm         = { value = 12", "process_nm         = { value = -12", 1))
+    with pytest.raises(SpecError, match="spec.process_nm value must be a finite number from 0") as e:
+        load_gpu(str(p))
+    assert "\n" not in str(e.value)
+    assert all(s.process_nm is not None for s in list_gpus())  # every shipped spec names its node

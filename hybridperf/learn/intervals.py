@@ -53,10 +53,11 @@ def with_fixed_sigma(sigma: FloatArray, reasons: pd.DataFrame, unseen_gpu: float
                      few_runs: float | None = None, beyond_sizes: float | None = None) -> FloatArray:
     """``sigma`` with ``unseen_gpu`` for the rows whose main shift is a GPU never trained on, ``few_runs`` for
     those of a GPU with few training runs and at least ``beyond_sizes`` for the other rows beyond the trained
-    sizes (each unchanged where None). On a GPU whose fields it never saw the difficulty model extrapolates; on one with few
-    runs it rests on a handful of residuals, which differ between the cross-fitted estimate a calibration score is
-    divided by and the final one a prediction is; beyond the trained sizes it repeats the difficulty of the
-    largest trained sizes, which says nothing of how far a prediction extrapolates (see ConformalIntervals)."""
+    sizes (each unchanged where None). On a GPU whose fields it never saw the difficulty model extrapolates; on
+    one with few runs it rests on a handful of residuals, which differ between the cross-fitted estimate a
+    calibration score is divided by and the final one a prediction is; beyond the trained sizes it repeats the
+    difficulty of the largest trained sizes, which says nothing of how far a prediction extrapolates (see
+    ConformalIntervals)."""
     if unseen_gpu is None and few_runs is None and beyond_sizes is None:
         return sigma
     prim = primary_shift(reasons)

@@ -164,8 +164,7 @@ def test_a_gpu_never_trained_on_takes_the_typical_difficulty_not_its_own() -> No
 
 
 def test_a_gpu_with_few_runs_takes_its_own_fixed_difficulty() -> None:
-    """A few-runs GPU's rows get sigma_few_runs (both fixed values apply, each to its own shift); files written
-    before it load as None (the row's own difficulty), and a malformed value is refused."""
+    """A few-runs GPU's rows get sigma_few_runs (both fixed values apply, each to its own shift)."""
     ci = ConformalIntervals(scores=_intervals().scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,),
                             sigma_unseen_gpu=0.5, sigma_few_runs=0.25)
     X = np.log(np.array([[4.0], [4.0], [4.0]]))
@@ -178,21 +177,26 @@ def test_a_gpu_with_few_runs_takes_its_own_fixed_difficulty() -> None:
     only_gpu = ConformalIntervals(scores=ci.scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,),
                                   sigma_unseen_gpu=0.5)
     np.testing.assert_allclose(only_gpu.sigma(X, r), [4.0, 0.5, 4.0])
-    doc = {**_intervals().to_dict(), "sigma_few_runs": 0.25}
-    assert ConformalIntervals.from_dict(doc, n_features=1).sigma_few_runs == 0.25
-    older = {k: v for k, v in doc.items() if k != "sigma_few_runs"}
-    assert ConformalIntervals.from_dict(older, n_features=1).sigma_few_runs is None
+    _check_fixed_sigma_in_files("sigma_few_runs", 0.25)
+
+
+def _check_fixed_sigma_in_files(key: str, value: float) -> None:
+    """A fixed difficulty ``key`` round-trips through the model file, files written before it load as None (the
+    row's own difficulty), and a malformed value is refused."""
     from hybridperf.learn.persist import ModelFileError
 
+    doc = {**_intervals().to_dict(), key: value}
+    assert getattr(ConformalIntervals.from_dict(doc, n_features=1), key) == value
+    older = {k: v for k, v in doc.items() if k != key}
+    assert getattr(ConformalIntervals.from_dict(older, n_features=1), key) is None
     for bad in (0.0, -1.0, True, "x"):
-        with pytest.raises(ModelFileError, match="sigma_few_runs"):
-            ConformalIntervals.from_dict({**doc, "sigma_few_runs": bad}, n_features=1)
+        with pytest.raises(ModelFileError, match=key):
+            ConformalIntervals.from_dict({**doc, key: bad}, n_features=1)
 
 
 def test_a_row_beyond_the_trained_sizes_takes_the_fixed_difficulty() -> None:
     """A trained GPU's row beyond the trained sizes gets at least sigma_beyond_sizes (the difficulty model would
-    repeat that of the largest trained sizes); inside them, and on an unseen GPU, the other rules hold; older files
-    load as None (the row's own difficulty), and a malformed value is refused."""
+    repeat that of the largest trained sizes); inside them, and on an unseen GPU, the other rules hold."""
     ci = ConformalIntervals(scores=_intervals().scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,),
                             sigma_unseen_gpu=0.5, sigma_beyond_sizes=2.0)
     X = np.log(np.array([[4.0], [1.0], [1.0], [4.0], [1.0]]))
@@ -204,12 +208,4 @@ def test_a_row_beyond_the_trained_sizes_takes_the_fixed_difficulty() -> None:
     plain = ConformalIntervals(scores=ci.scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,),
                                sigma_unseen_gpu=0.5)
     np.testing.assert_allclose(plain.sigma(X, r), [4.0, 1.0, 1.0, 4.0, 0.5])
-    doc = {**_intervals().to_dict(), "sigma_beyond_sizes": 0.2}
-    assert ConformalIntervals.from_dict(doc, n_features=1).sigma_beyond_sizes == 0.2
-    older = {k: v for k, v in doc.items() if k != "sigma_beyond_sizes"}
-    assert ConformalIntervals.from_dict(older, n_features=1).sigma_beyond_sizes is None
-    from hybridperf.learn.persist import ModelFileError
-
-    for bad in (0.0, -1.0, True, "x"):
-        with pytest.raises(ModelFileError, match="sigma_beyond_sizes"):
-            ConformalIntervals.from_dict({**doc, "sigma_beyond_sizes": bad}, n_features=1)
+    _check_fixed_sigma_in_files("sigma_beyond_sizes", 0.2)

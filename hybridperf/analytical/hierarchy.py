@@ -61,7 +61,7 @@ def _per_block_cycles(p: KernelProfile, gpu: GPUSpec, st: LaunchState, spill_ins
     wpb = st.warps_per_block
     ws = float(gpu.warp_size)
     mem = p.coal_mem_insts + p.uncoal_mem_insts
-    insts = p.comp_insts + p.sfu_insts + mem + spill_insts
+    insts = _issued_insts(p, spill_insts)
     issue = insts * wpb / gpu.issue_per_cycle_per_sm
     fp32 = np.maximum(p.fp_insts * wpb * ws, p.flops * p.threads_per_block / 2.0) / gpu.fp32_lanes_per_sm
     sfu = p.sfu_insts * wpb * ws / gpu.sfu_per_sm
@@ -79,15 +79,21 @@ def _lsu_bytes_per_warp(p: KernelProfile, spill_insts: FloatArray, warp_size: in
     return sectors + spill_insts * warp_size * 4.0
 
 
+def _issued_insts(p: KernelProfile, spill_insts: FloatArray) -> FloatArray:
+    """Instructions one thread issues: compute, SFU, global-memory and spill accesses (the issue level's
+    count, and the power cap's per thread)."""
+    return p.comp_insts + p.sfu_insts + p.coal_mem_insts + p.uncoal_mem_insts + spill_insts
+
+
 def _power_ms(insts_per_thread: FloatArray, total_threads: FloatArray,
               gpu: GPUSpec) -> tuple[FloatArray, FloatArray]:
     """(energy J, power-cap time ms) of a launch: E = ``energy_per_inst_pj`` x thread instructions, and
     max(E / ``tdp_w`` - ``power_burst_ms``, 0); (NaN, 0) where the spec gives no energy or board power."""
-    e_pj, tdp = gpu.energy_per_inst_pj, gpu.tdp_w
-    if e_pj is None or tdp is None:
+    e_pj, tdp, burst = gpu.energy_per_inst_pj, gpu.tdp_w, gpu.power_burst_ms
+    if e_pj is None or tdp is None or burst is None:
         return np.full(np.shape(total_threads), np.nan), np.zeros(np.shape(total_threads))
     energy = insts_per_thread * total_threads * e_pj * 1e-12
-    return energy, np.maximum(energy / tdp * 1e3 - float(gpu.power_burst_ms or 0.0), 0.0)
+    return energy, np.maximum(energy / tdp * 1e3 - burst, 0.0)
 
 
 def _latency_cycles(p: KernelProfile, gpu: GPUSpec, l2_share: FloatArray, dram_share: FloatArray) -> FloatArray:
@@ -197,8 +203,7 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
         np.broadcast_to(np.asarray(spilled_registers, dtype=np.float64), asked.shape)
     frac = np.where(spilled > 0, spilled / np.maximum(np.minimum(asked, cap) + spilled, 1.0), 0.0)
     spill_insts = 2.0 * frac * p.comp_insts
-    energy, power_ms = _power_ms(p.comp_insts + p.sfu_insts + p.coal_mem_insts + p.uncoal_mem_insts + spill_insts,
-                                 p.total_threads, gpu)
+    energy, power_ms = _power_ms(_issued_insts(p, spill_insts), p.total_threads, gpu)
     spill_bytes = spill_insts * 4.0 * p.total_threads
     l2_capacity = gpu.l2_cache_kib * 1024.0
     resident_threads = st.active_blocks_per_sm * st.active_sms * p.threads_per_block

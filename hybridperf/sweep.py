@@ -23,6 +23,7 @@ __all__ = [
     "noise_floor",
     "param_columns",
     "param_name",
+    "row_keys",
     "size_metric",
     "summarize_sweep",
     "training_rows",
@@ -70,6 +71,19 @@ def param_columns(df: pd.DataFrame, prefix: str | tuple[str, ...] = ("size.", "c
     if bad:
         raise SweepError(f"unknown column prefix {bad[0]!r}; use one of {', '.join(PREFIXES)}")
     return [c for c in df.columns if isinstance(c, str) and c.startswith(prefixes)]
+
+
+def row_keys(df: pd.DataFrame, cols: Iterable[str]) -> np.ndarray:
+    """One string per row joining ``cols`` (e.g. kernel, GPU and sizes), for grouping rows.
+
+    A parameter a row's kernel does not have (NaN where sweeps of kernels with different size
+    names are mixed) is an empty field, so such rows still group; ``groupby`` would drop them.
+    """
+    cols = list(cols)
+    if not cols:
+        return np.full(len(df), "", dtype=object)
+    parts = df[cols].astype(object).where(df[cols].notna(), "").astype(str)
+    return parts.agg("|".join, axis=1).to_numpy(dtype=object)
 
 
 def param_name(column: str) -> str:

@@ -19,7 +19,7 @@ from hybridperf.learn.features import analytical_features
 from hybridperf.learn.model import TrainedModel, fit_model, make_model, predict_rows, size_bands
 from hybridperf.progress import task, track
 from hybridperf.rowcheck import drop_bad_rows
-from hybridperf.sweep import param_columns, training_rows
+from hybridperf.sweep import param_columns, row_keys, training_rows
 
 __all__ = ["Evaluation", "ape_metrics", "evaluate", "interval_metrics", "topk_scores"]
 
@@ -60,7 +60,7 @@ class Evaluation:
 
 
 def _group_keys(sweep: pd.DataFrame, cols: Sequence[str]) -> np.ndarray:
-    return sweep[list(cols)].astype(str).agg("|".join, axis=1).to_numpy()
+    return row_keys(sweep, cols)
 
 
 def interval_metrics(lo: np.ndarray, hi: np.ndarray, meas: np.ndarray, coverage: float) -> dict[str, float]:

@@ -17,7 +17,7 @@ from hybridperf.learn.features import analytical_features
 from hybridperf.learn.model import TrainedModel
 from hybridperf.search.ensemble import FeaturePool
 from hybridperf.search.prior_kinds import PRIORS
-from hybridperf.sweep import param_columns
+from hybridperf.sweep import param_columns, row_keys
 
 __all__ = ["PRIORS", "PRIOR_BOOSTER", "Prior", "analytical_prior", "make_prior", "measured_elsewhere",
            "model_prior", "no_prior", "transfer_prior"]
@@ -100,7 +100,7 @@ def _group_median_log(rows: pd.DataFrame) -> FloatArray:
     """log time minus its (kernel, gpu, sizes) group's median: what transfers across GPUs is the shape."""
     y = np.log(pd.to_numeric(rows["time_ms"], errors="coerce").to_numpy(dtype=np.float64))
     keys = ["kernel", "gpu", *param_columns(rows, "size.")]
-    med = pd.Series(y, index=rows.index).groupby([rows[k].astype(str) for k in keys]).transform("median")
+    med = pd.Series(y, index=rows.index).groupby(row_keys(rows, keys)).transform("median")
     return y - med.to_numpy()
 
 

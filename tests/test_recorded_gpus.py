@@ -107,3 +107,31 @@ def test_zero_shot_split_runs_on_sweeps_with_different_size_names():
     table = ev.table.set_index("method")
     assert ev.n_test == int((data["gpu"] == "h200").sum())
     assert np.isfinite(table["mape"]).all() and (table["n"] == ev.n_test).all()
+
+
+def _stalls(variant: int) -> str:
+    return str(DATASETS / "h200-cuda-bench" / "ncu.parquet.stalls"
+               / f"bench-reduction__h200__N=16777216__VARIANT={variant}__BLOCK=256__K6_ITERS=1.csv")
+
+
+def _gpa(variant: int):
+    from hybridperf.advise.benefits import advise, advise_samples
+
+    adv = advise("bench-reduction", "h200", {"N": 16777216, "VARIANT": variant, "BLOCK": 256})
+    return advise_samples(adv, _stalls(variant))
+
+
+def test_gpa_on_a_real_nsight_compute_export_blames_the_modulo_of_reduction_k0():
+    # K0's `tid % (2 * s)` compiles to a float-reciprocal division sequence (I2F, MUFU.RCP, F2I):
+    # GPA's first suggestion must be strength reduction. K1 is K0 without that modulo (and without its
+    # divergent branch); the recorded K0/K1 times bound what removing the modulo alone can give.
+    report = _gpa(0)
+    first = report.suggestions[0]
+    assert first.optimizer == "Strength Reduction"
+    assert any("MUFU" in h.src_sass for h in first.hotspots)
+    runs = _ok("h200", "bench-reduction")
+    at = runs[(runs["size.N"] == 16777216) & (runs["config.BLOCK"] == 256) & (runs["config.K6_ITERS"] == 1)]
+    t = at.set_index("config.VARIANT")["time_ms"]
+    assert 1.0 < first.speedup <= t[0] / t[1]
+    k1 = {s.optimizer: s for s in _gpa(1).suggestions}
+    assert k1["Strength Reduction"].speedup == 1.0 and k1["Strength Reduction"].matched_samples == 0

@@ -143,7 +143,8 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     ``out_of_domain`` (any reason) and ``ood_reason`` (a sentence); the interval widens with each
     reason (see ConformalIntervals). A kernel the model never trained on is predicted with the
     fallback baseline, the average calibration and the learned residual; its interval is the one
-    held-out kernels showed in training, or unbounded where training could not measure it.
+    held-out kernels showed in training, or unbounded where training could not measure it. Likewise a
+    GPU the model never trained on: the leave-GPU-out fits' interval, unbounded after training on one GPU.
     ``levels`` (coverages in (0, 1)) adds the log-space half width of the interval at each level,
     in the columns :func:`half_width_column` names (the row's predictive distribution, e.g. for
     :mod:`hybridperf.search.optimum`).
@@ -162,6 +163,10 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
         ivs = model.intervals
         if not ivs.measured("kernel"):
             half = np.where(unseen, np.inf, half)  # no leave-kernel-out fit measured this shift (one kernel)
+        if not ivs.measured("gpu"):  # one training GPU: no leave-GPU-out fit measured a GPU shift, whose size
+            # nothing else bounds (a model of the TITAN V seed-004 times was 17-660x off on an H200 and an H100,
+            # inside a 1.36 hi/lo band taken from its size-extrapolation bins)
+            half = np.where(reasons["ood_gpu"].to_numpy(dtype=bool), np.inf, half)
         with np.errstate(invalid="ignore", over="ignore"):
             lo, hi = pred * np.exp(-half), pred * np.exp(half)
     elif cov is not None:  # the plain interval knows nothing of kernels never trained

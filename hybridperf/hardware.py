@@ -53,7 +53,7 @@ MODEL_KEYS = (
 # give: each defaults (and says so in ``sources``) where a file leaves it out; see docs/gpu-spec-format.md.
 OPTIONAL_MODEL_KEYS = (
     "l2_bandwidth_gbs", "smem_bytes_per_cycle_per_sm", "l1_bytes_per_cycle_per_sm", "issue_per_cycle_per_sm",
-    "launch_overhead_us", "energy_per_inst_pj", "power_burst_ms",
+    "launch_overhead_us", "energy_per_inst_pj", "power_burst_ms", "block_launch_cycles",
 )
 # Measured L2-to-DRAM bandwidth ratios (gpu-benches gpu-l2-cache and gpu-cache over datasheet DRAM bandwidth:
 # A100 80GB 5482/1935 = 2.8, H100 PCIe 7758/2000 = 3.9, H200 13527/4800 = 2.8, L40 5332/864 = 6.2, V100 2440/900
@@ -110,6 +110,7 @@ class GPUSpec:
     process_nm: float | None = None
     energy_per_inst_pj: float | None = None
     power_burst_ms: float | None = None
+    block_launch_cycles: float | None = None
 
     def __post_init__(self) -> None:
         for key, (value, why) in _optional_defaults(self).items():
@@ -118,8 +119,8 @@ class GPUSpec:
                 self.sources.setdefault(f"model.{key}", f"default: {why}")
         for key in SPEC_KEYS + MODEL_KEYS + OPTIONAL_MODEL_KEYS + OPTIONAL_SPEC_KEYS:
             v = getattr(self, key)
-            if v is None and (key in OPTIONAL_SPEC_KEYS or key == "energy_per_inst_pj"):
-                continue  # unknown: no power cap without an energy per instruction
+            if v is None and (key in OPTIONAL_SPEC_KEYS or key in ("energy_per_inst_pj", "block_launch_cycles")):
+                continue  # unknown: no power cap without an energy per instruction, no block-launch floor
             if not in_range(v, MAX_SPEC_VALUE) or not v > 0:
                 raise SpecError(f"{self.path or self.name}: {key} must be a positive finite number up to "
                                 f"{MAX_SPEC_VALUE:g}, got {str(v)[:30]}")
@@ -185,6 +186,8 @@ def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float | None, str]]:
                                f"{ENERGY_PJ_PER_INST_PER_NM:g} pJ per thread instruction per nm of process_nm, the "
                                "board energy per instruction of the 16 nm Tesla P4 at its sustained rate, scaled by "
                                "the node (experiments/power_constants.py); no power cap without process_nm"),
+        "block_launch_cycles": (None, "not measured for this part: no block-launch floor (calibrate it, "
+                                      "`hybridperf calibrate --model hierarchical --param block_launch_cycles`)"),
         "power_burst_ms": (POWER_BURST_MS,
                            "how long a part runs above its power cap before the clock drops, fitted with the energy "
                            "per instruction on the Tesla P4's fastest runs of 1-100 ms "

@@ -15,8 +15,8 @@ from hybridperf.profile import KernelProfile
 __all__ = ["LEVELS", "HierarchyResult", "hierarchy"]
 
 # The resources a launch can be limited by, in the order of HierarchyResult.limiter's codes: those of a wave,
-# then the board's power cap (the whole launch).
-LEVELS = ("issue", "fp32", "sfu", "shared memory", "load/store", "l2", "dram", "latency", "power")
+# then the board's power cap and the SMs' block-launch rate (the whole launch).
+LEVELS = ("issue", "fp32", "sfu", "shared memory", "load/store", "l2", "dram", "latency", "power", "block launch")
 SECTOR_BYTES = 32.0
 
 
@@ -26,9 +26,11 @@ class HierarchyResult(Terms):
     included), the wave geometry, the limiting level of the full waves and the time.
 
     ``*_ms`` of a level is the time the launch would take were that level its only limit; ``time_ms``
-    is the sum over waves of the slowest level of each wave or the power cap's time if longer, plus the
-    launch overhead. ``energy_j`` is the board energy the launch's instructions take (NaN where the spec
-    gives no energy per instruction or no board power: no power cap, ``power_ms`` 0).
+    is the sum over waves of the slowest level of each wave or, if longer, the power cap's time or the time
+    the SMs take to start the launch's blocks (``block_launch_ms``; 0 where the spec gives no
+    ``block_launch_cycles``), plus the launch overhead. ``energy_j`` is the board energy the launch's
+    instructions take (NaN where the spec gives no energy per instruction or no board power: no power cap,
+    ``power_ms`` 0).
     """
 
     dram_traffic_bytes: FloatArray
@@ -48,6 +50,7 @@ class HierarchyResult(Terms):
     latency_ms: FloatArray
     energy_j: FloatArray
     power_ms: FloatArray
+    block_launch_ms: FloatArray
     full_waves: FloatArray
     tail_fraction: FloatArray
     wave_efficiency: FloatArray
@@ -96,6 +99,16 @@ def _power_ms(insts_per_thread: FloatArray, total_threads: FloatArray,
     return energy, np.maximum(energy / tdp * 1e3 - burst, 0.0)
 
 
+def _block_launch_ms(blocks: FloatArray, active_sms: FloatArray, gpu: GPUSpec) -> FloatArray:
+    """Time the SMs take to start every block of the launch: ceil(blocks / active SMs) x ``block_launch_cycles``
+    at the core clock; 0 where the spec does not give the parameter."""
+    c = gpu.block_launch_cycles
+    if c is None:
+        return np.zeros(np.shape(blocks))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.ceil(np.maximum(blocks, 1.0) / np.maximum(active_sms, 1.0) - 1e-9) * c / gpu.core_clock_hz * 1e3
+
+
 def _latency_cycles(p: KernelProfile, gpu: GPUSpec, l2_share: FloatArray, dram_share: FloatArray) -> FloatArray:
     """One warp's critical path: its FP32 instructions at ``fp_latency_cycles`` over the ``ilp``
     independent accumulation chains, its global accesses at the average access time of the hierarchy
@@ -138,7 +151,7 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
                          b L2_block / BW_l2, b DRAM_block / BW_dram, C_latency)   cycles, for a wave of
                    b blocks, k of them on the busiest SM
         cycles     = n_full t(r, r S) + t(ceil(b_t / S), b_t)
-        time       = max(cycles / f_core, t_power) + launch overhead
+        time       = max(cycles / f_core, t_power, ceil(B / S) c_block / f_core) + launch overhead
 
     The power cap t_power = max(E / P - tau, 0), E = e x the thread instructions of the launch (the
     issue count below, spills included, times the threads), P the board power ``tdp_w``, e
@@ -150,6 +163,14 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
     the 70-75 W parts: NeuSight's cuBLAS GEMM on the T4 reaches 2.67e12 thread instructions per second
     in runs of 1-3 ms and 1.98e12 in runs of 30-100 ms (experiments/results/power_constants.md), while
     the 250 W parts hold their rate.
+
+    The block-launch floor ceil(B / S) c_block / f_core: an SM starts a new block at most every c_block =
+    ``block_launch_cycles`` cycles, however little the block does. Measured with this project's recorder
+    (datasets/h200-cuda-bench, h100-cuda-bench; experiments/block_launch.py): the fastest runs of four
+    different kernels with 32-128-thread blocks (dot, reduction, matadd, vecadd) take 79.5-80.5 ns per
+    block per SM on both an H200 and an H100 SXM at 1980 MHz, 157 cycles, whatever their bytes; blocks of
+    32 or 64 threads then run 2-3x slower than blocks of 256 moving the same bytes. Specs without the
+    parameter have no such floor (not measured; Turing runs show at most 83-98 cycles per block).
 
     Per block (W = warps per block, w = warp size, per-thread counts from the descriptor):
     C_issue = (comp + sfu + global + spill insts) W / issue rate (``issue_per_cycle_per_sm``; by
@@ -204,6 +225,7 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
     frac = np.where(spilled > 0, spilled / np.maximum(np.minimum(asked, cap) + spilled, 1.0), 0.0)
     spill_insts = 2.0 * frac * p.comp_insts
     energy, power_ms = _power_ms(_issued_insts(p, spill_insts), p.total_threads, gpu)
+    block_launch_ms = _block_launch_ms(p.blocks, st.active_sms, gpu)
     spill_bytes = spill_insts * 4.0 * p.total_threads
     l2_capacity = gpu.l2_cache_kib * 1024.0
     resident_threads = st.active_blocks_per_sm * st.active_sms * p.threads_per_block
@@ -234,8 +256,10 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
         bound = np.max([blocks * c / s for c in per_sm] + [blocks * c for c in per_block_global], axis=0)
         limiter = np.argmax(np.where(n_full > 0, np.array(levels_full), np.array(levels_tail)), axis=0)
     to_ms = 1e3 / clock_hz
-    capped = power_ms > cycles * to_ms
-    limiter = np.where(capped, LEVELS.index("power"), limiter)
+    floor_ms = np.maximum(power_ms, block_launch_ms)
+    limiter = np.where(floor_ms > cycles * to_ms,
+                       np.where(power_ms >= block_launch_ms, LEVELS.index("power"), LEVELS.index("block launch")),
+                       limiter)
     overhead_ms = gpu.launch_overhead_us * 1e-3
     nan = np.where(st.launchable, 1.0, np.nan)
     ms = [c * to_ms * nan for c in level_cycles]
@@ -244,9 +268,10 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
         smem_traffic_bytes=p.smem_bytes, lsu_traffic_bytes=lsu_bytes,
         spill_bytes=spill_bytes, spill_fraction=frac,
         issue_ms=ms[0], fp32_ms=ms[1], sfu_ms=ms[2], smem_ms=ms[3], lsu_ms=ms[4], l2_ms=ms[5], dram_ms=ms[6],
-        latency_ms=ms[7], energy_j=energy * nan, power_ms=power_ms * nan, full_waves=n_full * nan,
+        latency_ms=ms[7], energy_j=energy * nan, power_ms=power_ms * nan, block_launch_ms=block_launch_ms * nan,
+        full_waves=n_full * nan,
         tail_fraction=tail_blocks / (r * s), wave_efficiency=st.rep / np.maximum(st.waves, 1.0),
-        limiter=np.where(st.launchable, limiter, -1), bound_ms=np.maximum(bound * to_ms, power_ms) * nan,
-        time_ms=(np.maximum(cycles * to_ms, power_ms) + overhead_ms) * nan,
+        limiter=np.where(st.launchable, limiter, -1), bound_ms=np.maximum(bound * to_ms, floor_ms) * nan,
+        time_ms=(np.maximum(cycles * to_ms, floor_ms) + overhead_ms) * nan,
     )
 

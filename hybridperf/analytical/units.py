@@ -36,7 +36,8 @@ TERM_UNITS: dict[str, dict[str, str]] = {
     "hierarchical": {"dram_traffic_bytes": "B", "l2_traffic_bytes": "B", "l2_hit_ratio": _F,
                      "smem_traffic_bytes": "B", "lsu_traffic_bytes": "B", "spill_bytes": "B", "spill_fraction": _F,
                      "issue_ms": "ms", "fp32_ms": "ms", "sfu_ms": "ms", "smem_ms": "ms", "lsu_ms": "ms", "l2_ms": "ms",
-                     "dram_ms": "ms", "latency_ms": "ms", "energy_j": "J", "power_ms": "ms", "full_waves": "waves",
+                     "dram_ms": "ms", "latency_ms": "ms", "energy_j": "J", "power_ms": "ms", "block_launch_ms": "ms",
+                     "full_waves": "waves",
                      "tail_fraction": _F, "wave_efficiency": _F, "limiter": _N, "bound_ms": "ms", "time_ms": "ms"},
     # Ryoo et al. (CGO 2008), Eqs. 1-2
     "ryoo": {"efficiency": "1/instruction", "utilization": _N, "w_tb": _W, "b_sm": "blocks"},

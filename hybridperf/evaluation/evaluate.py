@@ -66,16 +66,21 @@ def _group_keys(sweep: pd.DataFrame, cols: Sequence[str]) -> np.ndarray:
 def interval_metrics(lo: np.ndarray, hi: np.ndarray, meas: np.ndarray, coverage: float) -> dict[str, float]:
     """Coverage (%), median hi/lo ratio and the mean interval (Winkler) score of a nominal ``coverage``
     interval, in log space: log(hi/lo) plus 2/alpha times how far the measurement falls outside
-    (Winkler, JASA 1972; Gneiting and Raftery, JASA 2007): lower is better."""
+    (Winkler, JASA 1972; Gneiting and Raftery, JASA 2007): lower is better. An unbounded interval (lo 0,
+    hi inf: a shift training could not measure) covers, with an infinite ratio and score; rows without an
+    interval (NaN) count as not covered and are left out of the ratio and score."""
     lo, hi, meas = (np.asarray(v, dtype=np.float64) for v in (lo, hi, meas))
-    ok = np.isfinite(lo) & np.isfinite(hi) & (lo > 0) & np.isfinite(meas)
-    if not ok.any():
+    y = np.isfinite(meas) & (meas > 0)
+    has = y & ~np.isnan(lo) & ~np.isnan(hi)
+    if not has.any():
         return {"cover": float("nan"), "hilo": float("nan"), "winkler": float("nan")}
-    lg, hg, yg = np.log(lo[ok]), np.log(hi[ok]), np.log(meas[ok])
-    alpha = 1.0 - coverage
-    score = (hg - lg) + 2 / alpha * (np.maximum(lg - yg, 0.0) + np.maximum(yg - hg, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lg, hg, yg = np.log(lo[has]), np.log(hi[has]), np.log(meas[has])
+        alpha = 1.0 - coverage
+        score = (hg - lg) + 2 / alpha * (np.maximum(lg - yg, 0.0) + np.maximum(yg - hg, 0.0))
+        ratio = np.where(lo[has] > 0, hi[has] / lo[has], np.inf)
     inside = (meas >= lo) & (meas <= hi)
-    return {"cover": float(np.mean(inside[np.isfinite(meas)]) * 100), "hilo": float(np.median(hi[ok] / lo[ok])),
+    return {"cover": float(np.mean(inside[y]) * 100), "hilo": float(np.median(ratio)),
             "winkler": float(np.mean(score))}
 
 

@@ -27,9 +27,13 @@ DEFAULT_BOUNDS: dict[str, dict[str, tuple[float, float]]] = {
                 "departure_delay_uncoal_cycles": (0.5, 200), "issue_cycles": (0.1, 16)},
     "gpuperf": {"dram_latency_cycles": (100, 2000), "departure_delay_coal_cycles": (0.5, 100),
                 "avg_inst_latency_cycles": (1, 40), "sync_gamma": (1, 500), "l1_hit_latency_cycles": (1, 200)},
-    # The power cap (pJ per thread instruction, ms) and the launch overhead (us) of the hierarchical roofline.
-    "hierarchical": {"energy_per_inst_pj": (1, 1000), "power_burst_ms": (0.01, 100), "launch_overhead_us": (0.1, 1000)},
+    # The power cap (pJ per thread instruction, ms), the launch overhead (us) and the cycles an SM takes to start
+    # a block, of the hierarchical roofline.
+    "hierarchical": {"energy_per_inst_pj": (1, 1000), "power_burst_ms": (0.01, 100), "launch_overhead_us": (0.1, 1000),
+                     "block_launch_cycles": (1, 10000)},
 }
+# Where a spec has no block-launch floor, its fit starts from the one measured on GH100 (H100 SXM, H200).
+BLOCK_LAUNCH_START_CYCLES = 157.0
 _TIME_COLUMN = {"mwp-cwp": "time_ms", "gpuperf": "time_ms", "hierarchical": "time_ms"}
 
 
@@ -84,7 +88,10 @@ def calibrate_gpu(sweep: pd.DataFrame, gpu: GPUSpec | str, *, model: str = "mwp-
         raise HybridperfError(f"need at least 2 ok runs on {gpu.name} to calibrate, found {len(rows)}")
     if len(rows) > max_rows:
         rows = rows.sample(max_rows, random_state=seed)
-    x0 = np.log([getattr(gpu, n) for n in names])
+    start = {n: getattr(gpu, n) for n in names}
+    if start.get("block_launch_cycles", 0.0) is None:
+        start["block_launch_cycles"] = BLOCK_LAUNCH_START_CYCLES
+    x0 = np.log([start[n] for n in names])
     lb = np.log([bounds[n][0] for n in names])
     ub = np.log([bounds[n][1] for n in names])
 
@@ -109,7 +116,7 @@ def calibrate_gpu(sweep: pd.DataFrame, gpu: GPUSpec | str, *, model: str = "mwp-
     sources = dict(gpu.sources)
     sources.update({f"model.{n}": note for n in names})
     cal = dataclasses.replace(spec(best), sources=sources)
-    return Calibration(gpu=cal, model=model, fitted=fitted, initial={n: float(getattr(gpu, n)) for n in names},
+    return Calibration(gpu=cal, model=model, fitted=fitted, initial={n: float(v) for n, v in start.items()},
                        log_rmse_before=before, log_rmse_after=min(before, float(res.fun)), n_runs=len(rows))
 
 

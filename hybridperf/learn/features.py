@@ -28,7 +28,7 @@ from hybridperf.sweep import param_columns, size_metric
 __all__ = ["FEATURE_VERSION", "PARAM_FEATURE_PREFIXES", "SweepFeatures", "analytical_features", "descriptor_params",
            "gpu_features"]
 
-FEATURE_VERSION = 3
+FEATURE_VERSION = 4
 # Columns of the "params" feature set: the parameters themselves and the GPU's datasheet fields.
 PARAM_FEATURE_PREFIXES = ("size.", "config.", "log2_size.", "gpu_")
 _LIMITERS = {"warps": 0.0, "registers": 1.0, "shared memory": 2.0, "blocks": 3.0}
@@ -108,7 +108,10 @@ def _hierarchy_features(hi: pd.DataFrame, prof: Any, gpu: GPUSpec) -> dict[str, 
     time = hi.time_ms.to_numpy()
     cols = {"issue": "issue_ms", "fp32": "fp32_ms", "sfu": "sfu_ms", "shared memory": "smem_ms",
             "load/store": "lsu_ms", "l2": "l2_ms", "dram": "dram_ms", "latency": "latency_ms", "power": "power_ms"}
-    f = {f"h_share_{cols[level].removesuffix('_ms')}": hi[cols[level]].to_numpy() / time for level in LEVELS}
+    # The block-launch floor has no share column of its own (the limiter code and the bound carry it): it is
+    # set on few specs, and one more column reshuffles the boosters' column sampling on every dataset.
+    f = {f"h_share_{cols[level].removesuffix('_ms')}": hi[cols[level]].to_numpy() / time for level in LEVELS
+         if level in cols}
     flops = prof.flops * prof.total_threads
     dram = hi.dram_traffic_bytes.to_numpy()
     f.update({

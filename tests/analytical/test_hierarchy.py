@@ -125,3 +125,25 @@ def test_the_power_cap_orders_configurations_by_the_instructions_they_issue() ->
     assert LEVELS[lean.limiter[0]] == LEVELS[busy.limiter[0]] == "power"
     assert busy.energy_j[0] == pytest.approx(2 * lean.energy_j[0])
     assert busy.power_ms[0] + t4.power_burst_ms == pytest.approx(2 * (lean.power_ms[0] + t4.power_burst_ms))
+
+
+def test_block_launch_floor_by_hand_on_gh100() -> None:
+    """An SM starts a block at most every ``block_launch_cycles``: 2,000,000 blocks of 64 threads doing
+    almost nothing take ceil(blocks / 132) x 157 cycles at 1980 MHz; a spec without the parameter has
+    no such floor."""
+    h200 = load_gpu("h200")
+    assert h200.block_launch_cycles == 157 and GPU.block_launch_cycles is None
+    prof = _fma_profile(2_000_000, threads_per_block=64, comp_insts=4.0)
+    h = hierarchy(prof, h200)
+    floor_ms = np.ceil(2_000_000 / 132) * 157 / 1.98e9 * 1e3
+    assert h.block_launch_ms[0] == pytest.approx(floor_ms)
+    assert LEVELS[h.limiter[0]] == "block launch"
+    assert h.time_ms[0] == pytest.approx(floor_ms + h200.launch_overhead_us * 1e-3)
+    assert h.bound_ms[0] == pytest.approx(floor_ms)
+    free = hierarchy(prof, dataclasses.replace(h200, block_launch_cycles=None))
+    assert free.block_launch_ms[0] == 0 and free.time_ms[0] < h.time_ms[0]
+    assert LEVELS[free.limiter[0]] != "block launch"
+    # Few heavy blocks: the waves take far longer than starting the blocks, which changes nothing.
+    heavy = _fma_profile(132 * 8, comp_insts=100000.0)
+    assert hierarchy(heavy, h200).time_ms[0] == hierarchy(
+        heavy, dataclasses.replace(h200, block_launch_cycles=None)).time_ms[0]

@@ -70,3 +70,22 @@ def test_recovers_the_energy_per_instruction_of_a_power_capped_part() -> None:
     assert cal.log_rmse_after < 0.1 * cal.log_rmse_before
     with pytest.raises(HybridperfError, match="no power cap to calibrate"):
         calibrate_gpu(runs, gpu.replace(tdp_w=None), model="hierarchical", parameters=["energy_per_inst_pj"])
+
+
+def test_fits_the_block_launch_rate_of_recorded_small_block_runs() -> None:
+    """The H100 SXM's recorded dot and vecadd runs with 32-64-thread blocks: calibrating block_launch_cycles on a
+    spec without it (started from GH100's 157) lands near the floor their fastest runs show (157, the minimum of
+    time x clock / blocks per SM: experiments/block_launch.py), far from the no-floor start's error."""
+    from hybridperf.datasets import load_dataset
+
+    runs = load_dataset("h100-cuda-bench")
+    runs = runs[(runs["status"] == "ok") & runs["kernel"].isin(["seed004-dot", "seed004-vecadd"])
+                & (runs["config.BLOCK"] <= 64) & (runs["size.N"] >= 1e8)].dropna(axis=1, how="all")
+    gpu = load_gpu("h100-sxm").replace(block_launch_cycles=None)
+    cal = calibrate_gpu(runs, gpu.replace(block_launch_cycles=400.0), model="hierarchical",
+                        parameters=["block_launch_cycles"])
+    assert cal.initial["block_launch_cycles"] == 400.0
+    assert cal.fitted["block_launch_cycles"] == pytest.approx(157, rel=0.05)
+    assert cal.log_rmse_after < 0.2 * cal.log_rmse_before
+    assert calibrate_gpu(runs, gpu, model="hierarchical", parameters=["block_launch_cycles"]).initial[
+        "block_launch_cycles"] == 157.0

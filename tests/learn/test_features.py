@@ -97,7 +97,8 @@ def test_hierarchy_terms_are_shares_and_the_gpu_enters_as_ratios() -> None:
                          "size.N": 1024.0, "size.K": 1024.0})
     f = analytical_features(rows)
     shares = f[[c for c in f.columns if c.startswith("h_share_")]].to_numpy()
-    assert shares.shape[1] == len(LEVELS) and (shares >= 0).all() and (shares <= 1 + 1e-12).all()
+    # every level but the block-launch floor (set on few specs; the limiter code and the bound carry it)
+    assert shares.shape[1] == len(LEVELS) - 1 and (shares >= 0).all() and (shares <= 1 + 1e-12).all()
     assert (shares.max(axis=1) > 0.9).all()  # the limiting level: all but the launch overhead and tail
     assert not any(c in f.columns for c in ("gpu_peak_fp32_gflops", "gpu_dram_bandwidth_gbs", "gpu_cc"))
     a100 = load_gpu("a100-pcie-40gb")

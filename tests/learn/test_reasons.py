@@ -162,7 +162,7 @@ def test_analytical_regime_never_seen(model, gemm) -> None:
 
 
 def test_kernel_never_trained_by_a_model_of_several_kernels_has_the_measured_interval() -> None:
-    """The shipped model trained five kernels: its leave-kernel-out fits measured the shift, so a kernel it
+    """The shipped model trained nine kernels: its leave-kernel-out fits measured the shift, so a kernel it
     never trained gets a finite interval (wider than a trained kernel's), not an unbounded one."""
     from pathlib import Path
 
@@ -170,8 +170,9 @@ def test_kernel_never_trained_by_a_model_of_several_kernels_has_the_measured_int
 
     model = load_model(Path(__file__).resolve().parents[2] / "models" / "default.json")
     assert model.intervals.measured("kernel") and not model.intervals.measured("nothing")
-    rows = pd.DataFrame({"kernel": ["seed002-tiled-matmul", "seed004-matvec"], "gpu": "titan-v",
-                         "size.N": [2048.0, 2048.0], "config.TILE": [16.0, np.nan], "config.BLOCK": [np.nan, 256.0]})
+    rows = pd.DataFrame({"kernel": ["kt-pnpoly", "seed004-matvec"], "gpu": "h200", "size.N": [2e7, 2048.0],
+                         "size.vertices": [600.0, np.nan], "config.block_size_x": [256.0, np.nan],
+                         "config.BLOCK": [np.nan, 256.0]})
     pred = predict_rows(model, rows, 0.9)
     assert pred["ood_kernel"].tolist() == [True, False]
     ratio = (pred["hi_ms"] / pred["lo_ms"]).to_numpy()

@@ -175,7 +175,7 @@ def new_user() -> list[dict]:
     from hybridperf.learn.model import load_model, predict_rows
 
     model = load_model(Path(__file__).resolve().parents[1] / "models" / "default.json")
-    trained = set(model.metadata.get("gpus", {}))
+    trained = set(model.features.domain_["neusight-gemm"]["gpus"])  # the GPUs it trained GEMM on
     folder = NEUSIGHT_RAW / "train" / "collect"
     rows = training_rows(read_neusight(folder, ops=["bmm", "linear"], progress=False))
     rows = rows[rows.gpu.isin(set(gpu_names())) & ~rows.gpu.isin(trained)].reset_index(drop=True)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,4 +25,23 @@ def lazy_attributes(package: str, names: Mapping[str, str], namespace: dict[str,
     def __dir__() -> list[str]:
         return sorted(set(namespace) | set(names))
 
+    if package in sys.modules:
+        sys.modules[package].__class__ = _keep_names(package, frozenset(names))
     return __getattr__, __dir__
+
+
+def _keep_names(package: str, shadowed: frozenset[str]) -> type[types.ModuleType]:
+    """A module class that keeps a public name bound to its function when a submodule of the same name
+    loads: the import system sets each submodule on its package once loaded, so without this
+    ``from hybridperf.evaluation import evaluate`` gave the module ``evaluate.py`` after anything had imported
+    it, and the function before (likewise ``hybridperf.advise`` and ``hybridperf.search.replay``). Such a
+    submodule is reached through ``from hybridperf.evaluation.evaluate import ...`` (sys.modules), not as an
+    attribute of its package, and ``import hybridperf.evaluation.evaluate as m`` gives the function."""
+
+    class _Package(types.ModuleType):
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name in shadowed and isinstance(value, types.ModuleType) and value.__name__ == f"{package}.{name}":
+                return
+            super().__setattr__(name, value)
+
+    return _Package

@@ -27,3 +27,22 @@ def test_all_is_sorted_and_resolves(name: str) -> None:
     assert list(mod.__all__) == sorted(mod.__all__, key=_key)
     for attr in mod.__all__:
         assert hasattr(mod, attr), attr
+
+
+def test_public_functions_survive_their_same_named_submodules_being_imported_first() -> None:
+    """``evaluate``, ``advise`` and ``replay`` share their names with a submodule or subpackage; importing that
+    first used to replace the function by the module on the package (found by the recorded-data S6 test)."""
+    import subprocess
+    import sys
+
+    code = ("import hybridperf.evaluation.evaluate, hybridperf.advise.benefits, hybridperf.search.replay\n"
+            "import hybridperf\n"
+            "from hybridperf.evaluation import evaluate\n"
+            "from hybridperf.search import replay\n"
+            "from hybridperf import advise\n"
+            "assert all(callable(f) and not isinstance(f, type(hybridperf)) for f in "
+            "(evaluate, replay, advise, hybridperf.advise, hybridperf.replay)), (evaluate, replay, advise)\n"
+            "from hybridperf.evaluation.evaluate import interval_metrics\n"
+            "from hybridperf.advise.gpa import read_ncu_source_csv\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -110,7 +110,8 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     def __init__(self, *, regressor: Any = None, baseline_column: int | str | None = None, mode: str = "hybrid",
                  coverage: float | None = 0.9, n_splits: int = 5, random_state: int | None = 0,
                  group_columns: Any = None, shrink_residual: bool = False, calibration: str = "scale",
-                 extrapolation_columns: Any = None, transfer: bool = False, weighting: str = "uniform") -> None:
+                 extrapolation_columns: Any = None, transfer: bool = False, weighting: str = "uniform",
+                 unseen_baseline_column: str | None = None) -> None:
         self.regressor = regressor
         self.baseline_column = baseline_column
         self.mode = mode
@@ -123,6 +124,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         self.extrapolation_columns = extrapolation_columns
         self.transfer = transfer
         self.weighting = weighting
+        self.unseen_baseline_column = unseen_baseline_column
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -349,6 +351,16 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         if use_offsets:
             groups = [X[:, j] for j in self._group_indices()]
             levels, glob = fit_offsets(groups, target, w, self._base(X), affine=self.calibration == "affine")
+            if self.unseen_baseline_column is not None:
+                # The overall offset serves only rows of groups never trained (kernels), which are predicted
+                # from the unseen-kernel baseline: its own mean log residual over every training row, not the
+                # mean of the rows' own baselines (a kernel whose baseline needs calibration, e.g. scaled counts
+                # at 1e-5x, pulled a recorded GH100 model's unseen kernels 90x too fast).
+                fb = self._indices([self.unseen_baseline_column])[0]
+                resid = target + self._base(X) - X[:, fb]
+                ok = np.isfinite(resid)
+                if ok.any():
+                    glob = float(np.average(resid[ok], weights=None if w is None else w[ok]))
         reg = None
         if self.mode in ("hybrid", "boosting"):
             reg = self._fit_one(X, target - self._offsets(X, levels, glob), w)

@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.base import clone
 from sklearn.pipeline import Pipeline
 
 from hybridperf.hardware import load_gpu
 from hybridperf.kernel import KernelDescriptor, resolve_kernels
-from hybridperf.learn.baseline import BASELINE_COLUMN, GROUP_COLUMNS, size_groups
+from hybridperf.learn.baseline import BASELINE_COLUMN, GROUP_COLUMNS, baseline_column, size_groups
 from hybridperf.learn.estimator import HybridRegressor, default_booster
 from hybridperf.learn.features import FEATURE_VERSION, SweepFeatures, analytical_features
 from hybridperf.learn.intervals import ConformalIntervals
@@ -275,13 +276,20 @@ def fit_model(pipe: Pipeline, rows: pd.DataFrame, y: np.ndarray, *, features: pd
     """
     kernels = resolve_kernels(rows["kernel"].astype(str).unique(), kernels)
     feats = analytical_features(rows, kernels=kernels) if features is None else features
+    # The baseline of kernels never trained is chosen with the per-kernel ones (features step); the estimator
+    # calibrates its overall offset, which only such kernels use, against that baseline.
+    fallback = clone(pipe.named_steps["features"]).fit(rows, y, features=feats, kernels=kernels).baseline_
+    if fallback is not None and "unseen_baseline_column" in pipe.named_steps["hybrid"].get_params():
+        pipe.set_params(hybrid__unseen_baseline_column=baseline_column(fallback))
     pipe.fit(rows, y, features__features=feats, features__kernels=kernels, hybrid__groups=groups)
     est = pipe.named_steps["hybrid"]
     intervals = None
     if est.coverage is not None:
         X = pipe.named_steps["features"].transform(rows, features=feats)
+        fallback = pipe.named_steps["features"].baseline_
         intervals = fit_intervals(est, X, y, rows, feats["regime"].to_numpy(), groups=groups,
-                                  random_state=random_state)
+                                  random_state=random_state,
+                                  unseen_baseline=None if fallback is None else baseline_column(fallback))
     est.heldout_ = {}  # training-time only: not needed to predict, not saved
     return TrainedModel(pipeline=pipe, intervals=intervals)
 

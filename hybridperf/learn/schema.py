@@ -133,9 +133,10 @@ _ESTIMATOR_PARAMS = {
     "extrapolation_columns": {"oneOf": [{"type": "null"}, _NAME, _array(_NAME, MAX_FEATURES)]},
     "transfer": {"type": "boolean"},
     "weighting": {"enum": list(WEIGHTINGS)},
+    "unseen_baseline_column": {"oneOf": [{"type": "null"}, _NAME]},
 }
 # Parameters added later: absent in files written before them, which were fitted with the class default.
-_LATER_PARAMS = {"weighting"}
+_LATER_PARAMS = {"weighting", "unseen_baseline_column"}
 
 _ESTIMATOR = _obj({
     "params": _obj(_ESTIMATOR_PARAMS, required=[k for k in _ESTIMATOR_PARAMS if k not in _LATER_PARAMS]),

@@ -164,7 +164,7 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
         if not ivs.measured("kernel"):
             half = np.where(unseen, np.inf, half)  # no leave-kernel-out fit measured this shift (one kernel)
         if not ivs.measured("gpu"):  # one training GPU: no leave-GPU-out fit measured a GPU shift, whose size
-            # nothing else bounds (a model of the TITAN V seed-004 times was 17-660x off on an H200 and an H100,
+            # nothing else bounds (a model of the TITAN V seed-004 times was 19-660x off on an H200 and an H100,
             # inside a 1.36 hi/lo band taken from its size-extrapolation bins)
             half = np.where(reasons["ood_gpu"].to_numpy(dtype=bool), np.inf, half)
         with np.errstate(invalid="ignore", over="ignore"):

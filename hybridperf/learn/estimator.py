@@ -87,6 +87,11 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         run's weight. As in Ansor the weights are not rescaled (the fastest run of a problem weighs 1), and
         they apply to the residual regressor and the scale calibrations; the affine calibration of a
         first-column group and the stacking weight are fitted unweighted.
+    unseen_baseline_column : str, optional
+        The column of the baseline that rows of groups never trained (a kernel with no runs) are predicted
+        from (the features' fallback). The overall offset ``offset_``, which only those rows use, is then
+        that column's mean log residual over every training row, rather than the mean residual of each row
+        against its own baseline (which mixes in the calibration of baselines such rows never use).
 
     Attributes
     ----------

@@ -59,10 +59,6 @@ class Evaluation:
     n_test: int
 
 
-def _group_keys(sweep: pd.DataFrame, cols: Sequence[str]) -> np.ndarray:
-    return row_keys(sweep, cols)
-
-
 def interval_metrics(lo: np.ndarray, hi: np.ndarray, meas: np.ndarray, coverage: float) -> dict[str, float]:
     """Coverage (%), median hi/lo ratio and the mean interval (Winkler) score of a nominal ``coverage``
     interval, in log space: log(hi/lo) plus 2/alpha times how far the measurement falls outside
@@ -147,7 +143,7 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
     tr, te = split_indices(rows, split, seed=seed, **split_options)
     feasible = feats["feasible"].to_numpy() > 0
     tr, te = tr[feasible[tr]], te[feasible[te]]
-    groups = _group_keys(rows.iloc[te], ["kernel", "gpu", *param_columns(rows, "size.")])
+    groups = row_keys(rows.iloc[te], ["kernel", "gpu", *param_columns(rows, "size.")])
     methods = list(methods or [*(f"analytical:{m}" for m in TIME_MODELS), *(f"calibrated:{m}" for m in TIME_MODELS),
                                "boosting", "boosting+features", "hybrid"])
     bands = size_bands(rows.iloc[tr])

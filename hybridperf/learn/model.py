@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import clone
 from sklearn.pipeline import Pipeline
 
 from hybridperf.hardware import load_gpu
@@ -276,20 +275,20 @@ def fit_model(pipe: Pipeline, rows: pd.DataFrame, y: np.ndarray, *, features: pd
     """
     kernels = resolve_kernels(rows["kernel"].astype(str).unique(), kernels)
     feats = analytical_features(rows, kernels=kernels) if features is None else features
-    # The baseline of kernels never trained is chosen with the per-kernel ones (features step); the estimator
-    # calibrates its overall offset, which only such kernels use, against that baseline.
-    fallback = clone(pipe.named_steps["features"]).fit(rows, y, features=feats, kernels=kernels).baseline_
-    if fallback is not None and "unseen_baseline_column" in pipe.named_steps["hybrid"].get_params():
-        pipe.set_params(hybrid__unseen_baseline_column=baseline_column(fallback))
-    pipe.fit(rows, y, features__features=feats, features__kernels=kernels, hybrid__groups=groups)
-    est = pipe.named_steps["hybrid"]
+    # Fitted step by step (as Pipeline.fit would): the baseline of kernels never trained is chosen with the
+    # per-kernel ones (features step), and the estimator calibrates its overall offset, which only such
+    # kernels use, against that baseline; the design matrix is made once, for the fit and the intervals.
+    feature_step, est = pipe.named_steps["features"], pipe.named_steps["hybrid"]
+    feature_step.fit(rows, y, features=feats, kernels=kernels)
+    fallback = feature_step.baseline_
+    unseen = None if fallback is None else baseline_column(fallback)
+    est.set_params(unseen_baseline_column=unseen)
+    X = feature_step.transform(rows, features=feats)
+    est.fit(X, y, groups=groups)
     intervals = None
     if est.coverage is not None:
-        X = pipe.named_steps["features"].transform(rows, features=feats)
-        fallback = pipe.named_steps["features"].baseline_
         intervals = fit_intervals(est, X, y, rows, feats["regime"].to_numpy(), groups=groups,
-                                  random_state=random_state,
-                                  unseen_baseline=None if fallback is None else baseline_column(fallback))
+                                  random_state=random_state, unseen_baseline=unseen)
     est.heldout_ = {}  # training-time only: not needed to predict, not saved
     return TrainedModel(pipeline=pipe, intervals=intervals)
 

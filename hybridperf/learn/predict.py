@@ -161,12 +161,12 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
         widths = _plain_half_widths(model, reasons, levels)
     if model.intervals is not None and cov is not None:
         ivs = model.intervals
-        if not ivs.measured("kernel"):
-            half = np.where(unseen, np.inf, half)  # no leave-kernel-out fit measured this shift (one kernel)
-        if not ivs.measured("gpu"):  # one training GPU: no leave-GPU-out fit measured a GPU shift, whose size
-            # nothing else bounds (a model of the TITAN V seed-004 times was 19-660x off on an H200 and an H100,
-            # inside a 1.36 hi/lo band taken from its size-extrapolation bins)
-            half = np.where(reasons["ood_gpu"].to_numpy(dtype=bool), np.inf, half)
+        # A shift no held-out fit measured (training had one kernel, or one GPU) has no bound: a model of the
+        # TITAN V seed-004 times was 19-660x off on an H200 and an H100, inside a 1.36 hi/lo band taken from
+        # its size-extrapolation bins.
+        for shift, rows_of in (("kernel", unseen), ("gpu", reasons["ood_gpu"].to_numpy(dtype=bool))):
+            if not ivs.measured(shift):
+                half = np.where(rows_of, np.inf, half)
         with np.errstate(invalid="ignore", over="ignore"):
             lo, hi = pred * np.exp(-half), pred * np.exp(half)
     elif cov is not None:  # the plain interval knows nothing of kernels never trained

@@ -9,7 +9,8 @@ import pandas as pd
 
 from hybridperf.sweep import param_columns, param_name
 
-__all__ = ["DEFAULTED_COLUMN", "FEW_RUNS_SHARE", "REASON_COLUMNS", "out_of_domain", "reason_text", "training_domain"]
+__all__ = ["DEFAULTED_COLUMN", "FEW_RUNS_SHARE", "REASON_COLUMNS", "out_of_domain", "reason_text", "size_columns",
+           "training_domain"]
 
 _CLOSED_SET_MAX = 256  # a config parameter with more distinct training values is stored as a range
 # Importers name the config parameters they could not read from the source (and so left to the
@@ -23,12 +24,28 @@ REASON_COLUMNS = ("ood_kernel", "ood_gpu", "ood_few_runs", "ood_size_factor", "o
 FEW_RUNS_SHARE = 0.1
 
 
-def training_domain(rows: pd.DataFrame, regimes: np.ndarray | None = None) -> dict[str, dict[str, Any]]:
+def size_columns(rows: pd.DataFrame, descriptors: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Per kernel of ``rows``, the columns holding its descriptor's size parameters: ``size.<name>``, else
+    ``counter.<name>`` (as the features read them). A kernel described by its counters (AIWC's) has its real
+    problem size there, while its ``size.*`` column is a class label its descriptor does not read
+    (OpenDwarfs' tiny=1, small=2, medium=3: medium holds 32x the small class's work and footprint, not 1.5x)."""
+    out = {}
+    for kernel in rows["kernel"].astype(str).unique():
+        names = getattr(descriptors.get(kernel), "size_names", ())
+        cols = (next((c for c in (f"size.{n}", f"counter.{n}") if c in rows.columns), None) for n in names)
+        out[kernel] = tuple(c for c in cols if c is not None)
+    return out
+
+
+def training_domain(rows: pd.DataFrame, regimes: np.ndarray | None = None,
+                    sizes: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, dict[str, Any]]:
     """Per kernel: the GPUs trained on (``gpus``) and the runs of each (``gpu_rows``), each size's
     [min, max], the config values seen and the analytical regimes seen (MWP-CWP regime codes, when
     ``regimes`` gives one per row).
 
-    Config values are ``{"values": [...]}`` up to 256 distinct values, else ``{"range": [min, max]}``.
+    The sizes are the columns ``sizes`` names for the kernel (:func:`size_columns`: its descriptor's), or
+    every ``size.*`` column where ``sizes`` is None. Config values are ``{"values": [...]}`` up to 256
+    distinct values, else ``{"range": [min, max]}``.
     """
     out: dict[str, dict[str, Any]] = {}
     codes = None if regimes is None else pd.Series(np.asarray(regimes, dtype=np.float64), index=rows.index)
@@ -36,7 +53,7 @@ def training_domain(rows: pd.DataFrame, regimes: np.ndarray | None = None) -> di
         runs = g["gpu"].astype(str).value_counts()
         d: dict[str, Any] = {"gpus": sorted(runs.index), "gpu_rows": {k: int(runs[k]) for k in sorted(runs.index)},
                              "sizes": {}, "configs": {}}
-        for col in param_columns(g, "size."):
+        for col in param_columns(g, "size.") if sizes is None else sizes.get(str(kernel), ()):
             v = pd.to_numeric(g[col], errors="coerce").dropna()
             if len(v):
                 d["sizes"][col] = [float(v.min()), float(v.max())]

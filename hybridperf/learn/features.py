@@ -22,7 +22,7 @@ from hybridperf.learn.baseline import (
     baseline_column,
     choose_baselines,
 )
-from hybridperf.learn.domain import training_domain
+from hybridperf.learn.domain import size_columns, training_domain
 from hybridperf.sweep import param_columns, size_metric
 
 __all__ = ["FEATURE_VERSION", "PARAM_FEATURE_PREFIXES", "SweepFeatures", "analytical_features", "descriptor_params",
@@ -267,7 +267,7 @@ class SweepFeatures(TransformerMixin, BaseEstimator):
         self.baseline_ = fallback
         self.columns_ = cols + ([BASELINE_COLUMN] if fallback is not None else []) + (
             list(GROUP_COLUMNS) if self.group_ids else [])
-        self.domain_ = training_domain(rows, feats["regime"].to_numpy())
+        self.domain_ = training_domain(rows, feats["regime"].to_numpy(), size_columns(rows, self.descriptors_))
         self.n_features_out_ = len(self.columns_)
         return self
 

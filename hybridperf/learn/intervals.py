@@ -237,7 +237,9 @@ class ConformalIntervals:
         out = level[np.minimum(band, n_bands)].copy()
         below = band < first
         out[below] = base + (level[first] - base) * np.minimum(shift[below] / refs[first], 1.0)
-        beyond = band > last
+        # Beyond the last band with scores, and inside the open last band beyond its scores' median shift
+        # (band 4 holds every factor over 8x: scores from 9x fits say nothing of a row 32x out).
+        beyond = (band > last) | ((band == n_bands) & (last == n_bands) & (shift > refs[last]))
         if beyond.any():
             g = (lambda x: x) if grow is None else grow
             ratio = g(shift[beyond]) / g(np.array([refs[last]]))[0]

@@ -16,6 +16,7 @@ from sklearn.pipeline import Pipeline
 from hybridperf.hardware import load_gpu
 from hybridperf.kernel import KernelDescriptor, resolve_kernels
 from hybridperf.learn.baseline import BASELINE_COLUMN, GROUP_COLUMNS, baseline_column, size_groups
+from hybridperf.learn.domain import size_columns
 from hybridperf.learn.estimator import HybridRegressor, default_booster
 from hybridperf.learn.features import FEATURE_VERSION, SweepFeatures, analytical_features
 from hybridperf.learn.intervals import ConformalIntervals
@@ -288,7 +289,8 @@ def fit_model(pipe: Pipeline, rows: pd.DataFrame, y: np.ndarray, *, features: pd
     intervals = None
     if est.coverage is not None:
         intervals = fit_intervals(est, X, y, rows, feats["regime"].to_numpy(), groups=groups,
-                                  random_state=random_state, unseen_baseline=unseen)
+                                  random_state=random_state, unseen_baseline=unseen,
+                                  size_cols=size_columns(rows, kernels))
     est.heldout_ = {}  # training-time only: not needed to predict, not saved
     return TrainedModel(pipeline=pipe, intervals=intervals)
 

@@ -102,7 +102,7 @@ _FEATURES = _obj({
         "gpu_rows": {"type": "object", "maxProperties": 10_000,
                      "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 10**12}},
         "sizes": {"type": "object", "maxProperties": 1000, "additionalProperties": False,
-                  "patternProperties": {r"^size\.": _array(_FINITE, 2, minItems=2)}},
+                  "patternProperties": {r"^(size|counter)\.": _array(_FINITE, 2, minItems=2)}},
         "configs": {"type": "object", "maxProperties": 1000, "additionalProperties": False,
                     "patternProperties": {r"^config\.": {"oneOf": [
                         _obj({"values": {**_numbers(max_items=256), "minItems": 1}}),

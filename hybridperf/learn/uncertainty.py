@@ -1,6 +1,7 @@
 """Calibrating the product's intervals: held-out residuals for each kind of shift, a difficulty model, bins."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -146,8 +147,9 @@ def _frontier_splits(rows: pd.DataFrame, rng: np.random.Generator) -> list[Split
     return out
 
 
-def _reasons(rows: pd.DataFrame, regimes: np.ndarray, tr: np.ndarray, te: np.ndarray) -> pd.DataFrame:
-    return out_of_domain(rows.iloc[te], training_domain(rows.iloc[tr], regimes[tr]), regimes[te])
+def _reasons(rows: pd.DataFrame, regimes: np.ndarray, tr: np.ndarray, te: np.ndarray,
+             size_cols: Mapping[str, tuple[str, ...]] | None) -> pd.DataFrame:
+    return out_of_domain(rows.iloc[te], training_domain(rows.iloc[tr], regimes[tr], size_cols), regimes[te])
 
 
 def _reused_forward(est: Any, groups: np.ndarray | None) -> np.ndarray | None:
@@ -159,7 +161,8 @@ def _reused_forward(est: Any, groups: np.ndarray | None) -> np.ndarray | None:
 
 def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, regimes: np.ndarray, *,
                           groups: np.ndarray | None = None, random_state: int = 0,
-                          unseen_baseline: str | None = None) -> pd.DataFrame:
+                          unseen_baseline: str | None = None,
+                          size_cols: Mapping[str, tuple[str, ...]] | None = None) -> pd.DataFrame:
     """Held-out log residuals of the estimator's settings for each kind of shift, one row each:
     ``row`` (position in ``rows``), ``family`` (``random`` folds, ``forward`` fits of the largest
     size band, ``frontier`` fits beyond the smaller sizes (:func:`_frontier_splits`), ``gpu`` /
@@ -181,7 +184,7 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
     if "random" in held and fold is not None:
         for k in np.unique(fold[fold >= 0]):
             te, tr = np.flatnonzero(fold == k), np.flatnonzero(fold != k)
-            parts.append(("random", te, logy[te] - held["random"][te], _reasons(rows, regimes, tr, te)))
+            parts.append(("random", te, logy[te] - held["random"][te], _reasons(rows, regimes, tr, te, size_cols)))
     reuse = _reused_forward(est, groups)
     fits = {"forward": _forward_top_splits(_size_bands(rows, groups), rng),
             "gpu": list(enumerate(_group_splits(rows["gpu"].astype(str).to_numpy(), rng))),
@@ -196,7 +199,7 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
                 Xf = X.copy()
                 Xf.iloc[te, Xf.columns.get_loc(BASELINE_COLUMN)] = X[unseen_baseline].to_numpy()[te]
             pred = reuse if reused else est.held_out_log_predict(Xf, y, [(tr, te)])
-            parts.append((family, te, logy[te] - pred[te], _reasons(rows, regimes, tr, te)))
+            parts.append((family, te, logy[te] - pred[te], _reasons(rows, regimes, tr, te, size_cols)))
     frames = [r.reset_index(drop=True).assign(row=te, family=fam, residual=res) for fam, te, res, r in parts]
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["row", "family", "residual"])
     return table[np.isfinite(table["residual"].to_numpy(dtype=np.float64))].reset_index(drop=True)
@@ -204,7 +207,8 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
 
 def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, regimes: np.ndarray, *,
                   groups: np.ndarray | None = None, random_state: int = 0,
-                  unseen_baseline: str | None = None) -> ConformalIntervals | None:
+                  unseen_baseline: str | None = None,
+                  size_cols: Mapping[str, tuple[str, ...]] | None = None) -> ConformalIntervals | None:
     """Normalised Mondrian conformal intervals for a fitted HybridRegressor (see ConformalIntervals).
 
     Residuals come from held-out fits of the estimator's own settings (:func:`calibration_residuals`):
@@ -221,7 +225,7 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     rows = rows.reset_index(drop=True)
     regimes = np.asarray(regimes, dtype=np.float64)
     table = calibration_residuals(est, X, y, rows, regimes, groups=groups, random_state=random_state,
-                                  unseen_baseline=unseen_baseline)
+                                  unseen_baseline=unseen_baseline, size_cols=size_cols)
     r = np.full(len(rows), np.nan)
     rand = table[table["family"] == "random"]
     r[rand["row"].to_numpy(dtype=int)] = rand["residual"].to_numpy()

@@ -67,3 +67,36 @@ def test_a_gpu_with_few_runs_beside_well_covered_ones_is_flagged_with_its_count(
     assert "GPU c trained with only 4 runs" in reason_text(r, pd.Series(["k"] * 4), pd.Series(["a", "b", "c", "z"]))[2]
     legacy = {"k": {key: v for key, v in d["k"].items() if key != "gpu_rows"}}  # models trained before the counts
     assert list(out_of_domain(_rows(kernel=["k"], gpu=["c"], **{"size.N": [64.0]}), legacy).ood_few_runs) == [0]
+
+
+def test_a_counter_described_kernel_is_sized_by_its_counters_not_its_class_label() -> None:
+    """OpenDwarfs' size.class (tiny=1, small=2, medium=3) is a label the aiwc-counted descriptor does not
+    read; its sizes are the AIWC counters. Trained on tiny and small, the real medium runs lie about 32x beyond
+    in work and footprint (not 1.5x), and a kernel whose counters do not change with the class is inside."""
+    from hybridperf.datasets import load_dataset
+    from hybridperf.kernel import resolve_kernels
+    from hybridperf.learn.domain import size_columns
+
+    rows = load_dataset("aiwc-opendwarfs").query("gpu == 'geforce-gtx-1080'")
+    cols = size_columns(rows, resolve_kernels(rows["kernel"].astype(str).unique()))
+    assert cols["aiwc-csr-csr"] == ("counter.aiwc_total_instruction_count", "counter.aiwc_workitems",
+                                    "counter.aiwc_total_memory_footprint", "counter.aiwc_total_barriers_hit")
+    train, test = rows[rows["size.class"] <= 2], rows[rows["size.class"] == 3]
+    by_counters = out_of_domain(test, training_domain(train, sizes=cols))["ood_size_factor"]
+    by_label = out_of_domain(test, training_domain(train))["ood_size_factor"]
+    kernel = test["kernel"].to_numpy()
+    assert (by_label[kernel == "aiwc-csr-csr"] == 1.5).all()  # every size.* column: the label's 3 / 2
+    for k in ("aiwc-csr-csr", "aiwc-kmeans-kmeanspoint", "aiwc-srad-srad_cuda_1"):
+        inst = test.loc[kernel == k, "counter.aiwc_total_instruction_count"].max()
+        assert by_counters[kernel == k].iloc[0] >= inst / train.query("kernel == @k")[
+            "counter.aiwc_total_instruction_count"].max() > 20
+    assert (by_counters[kernel == "aiwc-lud-lud_diagonal"] == 1.0).all()  # same counters at every class
+
+
+def test_size_columns_prefer_size_columns_and_a_kernel_without_any_has_no_sizes() -> None:
+    from hybridperf.kernel import resolve_kernels
+    from hybridperf.learn.domain import size_columns
+
+    rows = _rows(kernel=["seed004-vecadd"] * 2, gpu=["a"] * 2, **{"size.N": [1.0, 2.0], "counter.N": [5.0, 6.0]})
+    assert size_columns(rows, resolve_kernels(["seed004-vecadd"])) == {"seed004-vecadd": ("size.N",)}
+    assert training_domain(rows, sizes={"seed004-vecadd": ()})["seed004-vecadd"]["sizes"] == {}

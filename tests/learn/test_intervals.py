@@ -209,3 +209,17 @@ def test_a_row_beyond_the_trained_sizes_takes_the_fixed_difficulty() -> None:
                                sigma_unseen_gpu=0.5)
     np.testing.assert_allclose(plain.sigma(X, r), [4.0, 1.0, 1.0, 4.0, 0.5])
     _check_fixed_sigma_in_files("sigma_beyond_sizes", 0.2)
+
+
+def test_the_open_last_band_grows_beyond_its_own_scores() -> None:
+    """Band 4 holds every factor over 8x: its scores, from fits about 9x out, cover a row 9x out as they are
+    and one 32x out in proportion to the log2 shift (the assumption of the other bands beyond their scores)."""
+    ci = ConformalIntervals(scores={"seen|0": _scores(0.05), "seen|4": _scores(0.3, seed=1)},
+                            shift_ref={"seen|4": np.log2(9.0)})
+    q4 = conformal_half_width(ci.scores["seen|4"], 0.9)
+    assert _hw(ci, ood_size_factor=9.0) == pytest.approx(q4)
+    assert _hw(ci, ood_size_factor=8.5) == pytest.approx(q4)  # below its median shift: the band's level
+    assert _hw(ci, ood_size_factor=32.0) == pytest.approx(q4 * 5.0 / np.log2(9.0))
+    factors = np.geomspace(8.01, 1024.0, 20)
+    hw = ci.half_width(np.zeros((20, 1)), _reasons(20, ood_size_factor=factors), pd.Series(["k"] * 20), 0.9)
+    assert (np.diff(hw) >= -1e-12).all()

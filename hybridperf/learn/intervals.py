@@ -122,7 +122,9 @@ class ConformalIntervals:
     - its main bin ``<primary>|<band>``; across size bands the quantile is made non-decreasing, and
       beyond the largest band with scores it grows in proportion to the log2 size factor (from
       that band's median shift ``shift_ref``): the assumption that the error grows linearly with
-      the distance from the trained sizes. A primary without a scored band takes the seen rows'
+      the distance from the trained sizes. So does the open last band (every factor over 8x) beyond its
+      own median shift: on AIWC S2 its scores came from fits 8-9x out (tiny to small) and the rows to
+      predict lay 32x out (small to medium). A primary without a scored band takes the seen rows'
       size curve (at least its own band-0 quantile);
     - raised to the quantile of ``<primary>|<band>|<flag>`` for each flag it shows (a config value never
       trained: inside the trained sizes only, see below) (the same curve over bands, but beyond its last

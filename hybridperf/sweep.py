@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -92,12 +92,24 @@ def param_name(column: str) -> str:
     return tail if sep and f"{head}." in PREFIXES else column
 
 
-def size_metric(sweep: pd.DataFrame) -> np.ndarray:
-    """Per-row problem size: the largest size.* parameter (max(M, N, K) for GEMM, N otherwise)."""
+def size_metric(sweep: pd.DataFrame, columns: Mapping[str, Sequence[str]] | None = None) -> np.ndarray:
+    """Per-row problem size: the largest size.* parameter (max(M, N, K) for GEMM, N otherwise), or for a
+    kernel that ``columns`` names, the largest of its columns there (e.g. the counters a counter-described
+    kernel's descriptor reads as sizes, :func:`hybridperf.learn.domain.size_columns`)."""
     cols = param_columns(sweep, "size.")
-    if not cols:
+    named = {k: list(v) for k, v in (columns or {}).items() if v}
+    if not cols and not named:
         raise SweepError("sweep has no size.* columns; size extrapolation needs size parameters")
-    return sweep[cols].apply(pd.to_numeric, errors="coerce").max(axis=1).to_numpy(dtype=np.float64)
+    if cols:
+        out = sweep[cols].apply(pd.to_numeric, errors="coerce").max(axis=1).to_numpy(dtype=np.float64, copy=True)
+    else:
+        out = np.full(len(sweep), np.nan)
+    kernels = sweep["kernel"].astype(str).to_numpy() if named else None
+    for kernel, kcols in named.items():
+        m = kernels == kernel
+        if m.any():
+            out[m] = sweep.loc[m, kcols].apply(pd.to_numeric, errors="coerce").max(axis=1).to_numpy(dtype=np.float64)
+    return out
 
 
 def launch_rows(kernel: str, gpu: str, params: pd.DataFrame, size_names: Iterable[str],

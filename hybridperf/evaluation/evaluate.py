@@ -13,7 +13,9 @@ from scipy.stats import spearmanr
 from hybridperf.analytical.run import TIME_MODELS
 from hybridperf.errors import HybridperfError
 from hybridperf.evaluation.splits import split_indices
+from hybridperf.kernel import resolve_kernels
 from hybridperf.learn.baseline import baseline_column
+from hybridperf.learn.domain import size_columns
 from hybridperf.learn.estimator import default_booster
 from hybridperf.learn.features import analytical_features
 from hybridperf.learn.model import TrainedModel, fit_model, make_model, predict_rows, size_bands
@@ -140,7 +142,8 @@ def evaluate(sweep: pd.DataFrame, split: str, *, booster_params: Mapping[str, An
     with task(f"evaluate {split}: analytical features of {len(rows)} runs"):
         feats = analytical_features(rows)
     y = rows["time_ms"].to_numpy(dtype=np.float64)
-    tr, te = split_indices(rows, split, seed=seed, **split_options)
+    sizes = size_columns(rows, resolve_kernels(rows["kernel"].astype(str).unique())) if split == "S2" else None
+    tr, te = split_indices(rows, split, seed=seed, sizes=sizes, **split_options)
     feasible = feats["feasible"].to_numpy() > 0
     tr, te = tr[feasible[tr]], te[feasible[te]]
     groups = row_keys(rows.iloc[te], ["kernel", "gpu", *param_columns(rows, "size.")])

@@ -1,6 +1,8 @@
 """The evaluation splits S1-S5 of EVALUATION.md: which rows train and which test."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -23,11 +25,16 @@ SPLIT_DESCRIPTIONS = {
 
 def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2, train_max_size: float | None = None,
                   size_fraction: float = 0.25, holdout: str | None = None, calibration_runs: int = 0,
-                  budget_fraction: float = 0.01, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                  budget_fraction: float = 0.01, seed: int = 0,
+                  sizes: Mapping[str, Sequence[str]] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Row positions (train, test) of a split, over the given (ok) rows.
 
     S1 random configurations (``test_fraction``); S2 train on sizes <= ``train_max_size`` or, per
-    kernel, <= ``size_fraction`` x its largest size, test on the rest; S3 leave kernel ``holdout``
+    kernel, <= ``size_fraction`` x its largest size (and always its smallest size: a kernel whose size
+    never changes has nothing to extrapolate and trains), test on the rest, a row's size being its largest
+    size.* value or, for the kernels ``sizes`` names, the largest of their columns there (the descriptor's
+    sizes, :func:`hybridperf.learn.domain.size_columns`: AIWC's size.class is a label, its work is in its
+    counters); S3 leave kernel ``holdout``
     out; S4 leave GPU ``holdout`` out, moving ``calibration_runs`` random rows of it into training;
     S5 train on a random ``budget_fraction`` of rows, test on the rest; S6 leave GPU ``holdout``
     out with no runs of it in training (S4 without calibration runs).
@@ -38,12 +45,13 @@ def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2
     if split == "S1":
         test = rng.random(n) < test_fraction
     elif split == "S2":
-        size = size_metric(sweep)
         if train_max_size is not None:
-            test = size > train_max_size
+            test = size_metric(sweep) > train_max_size
         else:
-            kmax = pd.Series(size).groupby(sweep["kernel"].to_numpy()).transform("max").to_numpy()
-            test = size > kmax * size_fraction
+            size = size_metric(sweep, sizes)
+            per_kernel = pd.Series(size).groupby(sweep["kernel"].to_numpy())
+            kmax, kmin = per_kernel.transform("max").to_numpy(), per_kernel.transform("min").to_numpy()
+            test = (size > kmax * size_fraction) & (size > kmin)
     elif split in ("S3", "S4", "S6"):
         col = "kernel" if split == "S3" else "gpu"
         if holdout is None or holdout not in set(sweep[col]):

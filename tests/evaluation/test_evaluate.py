@@ -32,6 +32,34 @@ def test_s2_trains_on_small_sizes_only() -> None:
     assert df["size.N"].iloc[tr].max() <= 2 < df["size.N"].iloc[te].min()
 
 
+def test_s2_by_default_sizes_a_counter_described_kernel_by_its_counters() -> None:
+    """AIWC's size.class (1, 2, 3) is a label: a quarter of the largest class trained nothing (the default S2
+    refused the dataset; each kernel's smallest size now always trains, which leaves the label tiny alone).
+    By the descriptor's sizes (the AIWC counters) each kernel trains on the classes whose work is at most a
+    quarter of its largest, and a kernel whose work never changes trains whole."""
+    from hybridperf.datasets import load_dataset
+    from hybridperf.kernel import resolve_kernels
+    from hybridperf.learn.domain import size_columns
+
+    rows = load_dataset("aiwc-opendwarfs").query("gpu == 'geforce-gtx-1080'").reset_index(drop=True)
+    tr, _ = split_indices(rows, "S2")
+    assert set(rows["size.class"].iloc[tr]) == {1.0} | set(rows.loc[rows["kernel"] == "aiwc-fft-fftradix4kernel",
+                                                                     "size.class"])  # fftradix4 ran small only
+    sizes = size_columns(rows, resolve_kernels(rows["kernel"].astype(str).unique()))
+    tr, te = split_indices(rows, "S2", sizes=sizes)
+    work = rows["counter.aiwc_total_instruction_count"].to_numpy()
+    kernel = rows["kernel"].to_numpy()
+    assert set(kernel[tr]) == set(kernel)  # every kernel trains on something
+    for k in set(kernel[te]):
+        largest = work[kernel == k].max()
+        smallest = work[kernel == k].min()  # always trains, even above a quarter of the largest
+        assert work[te][kernel[te] == k].min() > largest / 4
+        assert work[tr][kernel[tr] == k].max() <= max(largest / 4, smallest)
+    csr = rows.index[kernel == "aiwc-csr-csr"]
+    assert sorted(rows.loc[csr.intersection(te), "size.class"]) == [3.0]  # medium: 32x small's work
+    assert "aiwc-lud-lud_diagonal" not in set(kernel[te])  # the same counters at every class
+
+
 def test_s4_moves_calibration_runs_of_the_new_gpu_into_training() -> None:
     df = _sweep()
     tr, te = split_indices(df, "S4", holdout="g3", calibration_runs=5)

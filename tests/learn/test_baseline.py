@@ -66,3 +66,23 @@ def test_group_ids_are_crc32_of_the_names() -> None:
     assert out[GROUP_COLUMNS[1]].tolist() == [float(zlib.crc32(k.encode())) for k in rows.kernel]
     empty = add_group_ids(pd.DataFrame(index=rows.index[:0]), rows.iloc[:0])
     assert list(empty.columns) == list(GROUP_COLUMNS) and empty.empty
+
+
+def test_a_kernel_whose_runs_cannot_tell_shapes_apart_takes_the_fallback() -> None:
+    """One run per (kernel, GPU): every scaled model fits it exactly, so no shape wins; nor does one where every
+    model scores the same. Both take the fallback (the model closest to the times uncalibrated), not the first
+    model of the list (on AIWC S2 that was MWP-CWP, 70x out in work: 6,666 % MAPE)."""
+    n = 6
+    kernels = np.array(["one"] * 3 + ["tie"] * 3)
+    gpus = np.array(["g1", "g2", "g3", "g1", "g1", "g2"])
+    y = np.array([1.0, 2.0, 4.0, 1.0, 1.5, 3.0])
+    cols = {baseline_column(m): np.log(y) + 5.0 for m in TIME_MODELS}  # every model shaped right, 150x off ...
+    closest = TIME_MODELS[-1]
+    cols[baseline_column(closest)] = np.log(y) + np.array([0.3, -0.2, 0.1, 0.2, -0.1, 0.0])  # ... this one near
+    mapping, fallback = choose_baselines(pd.DataFrame(cols), y, kernels, gpus, np.ones(n))
+    assert fallback == closest
+    assert mapping["one"] == closest  # one run per pair: nothing to score
+    # "tie": the others fit its g1 pair's two runs exactly, the closest one does not; the others win
+    assert mapping["tie"] == TIME_MODELS[0]
+    cols[baseline_column(closest)] = np.log(y) + 0.1  # now every model fits exactly: no shape wins, the fallback
+    assert choose_baselines(pd.DataFrame(cols), y, kernels, gpus, np.ones(n))[0]["tie"] == closest

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -43,12 +44,17 @@ def _range_count(part: str) -> tuple[float, float, str, int]:
         if factor <= 1 or start <= 0:
             raise HybridperfError(f"geometric range {part!r} needs start > 0 and a factor > 1, e.g. 1024:32768:x2")
         ratio = stop * (1 + 1e-12) / start
-        n = 0 if ratio < 1 else math.floor(math.log(ratio) / math.log(factor)) + 1
-        return start, stop, step_s, n
+        return start, stop, step_s, 0 if ratio < 1 else _count(math.log(ratio) / math.log(factor), math.floor) + 1
     step = _number(step_s, part)
     if step <= 0:
         raise HybridperfError(f"range {part!r} needs a step > 0, e.g. 1024:8192:1024")
-    return start, stop, step_s, max(0, math.ceil((stop + step / 2 - start) / step))
+    return start, stop, step_s, max(0, _count((stop + step / 2 - start) / step, math.ceil))
+
+
+def _count(x: float, rounding: Callable[[float], int]) -> int:
+    """``rounding(x)``, or sys.maxsize where ``x`` is too large to count (a step of 1e-304 gives inf), so the
+    caller's limit refuses it."""
+    return rounding(x) if math.isfinite(x) and x < sys.maxsize else sys.maxsize
 
 
 def _expand(start: float, stop: float, step_s: str) -> list[float]:

@@ -232,7 +232,8 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--gpu", action="append", help="evaluate on these GPUs only (repeatable)")
     s.add_argument("--strict", action="store_true", help="stop at the first invalid row instead of skipping it")
     s.add_argument("--train-max-size", type=t.positive_float,
-                   help="S2: train on sizes <= this (default: 1/4 of the largest)")
+                   help="S2: train on sizes <= this (default: per kernel, up to 1/4 of its largest size "
+                        "by its descriptor's size parameters, and its smallest size)")
     s.add_argument("--holdout", help="S3/S4: the kernel or GPU left out")
     s.add_argument("--calibration-runs", type=t.positive_int, help="S4: runs of the held-out GPU moved into training")
     s.add_argument("--budget", type=t.size_fraction, help="S5: fraction of the sweep measured, in (0, 1] "

@@ -144,11 +144,14 @@ def parameter_grid(values: Mapping[str, Sequence[float]], max_rows: int = MAX_GR
 
 
 def grid_rows(kernel: str | KernelDescriptor, gpu: str | GPUSpec,
-              values: Mapping[str, Sequence[float]]) -> pd.DataFrame:
+              values: Mapping[str, Sequence[float]], name: str | None = None) -> pd.DataFrame:
     """Sweep rows (kernel, gpu, size.*, config.*) for the Cartesian product of parameter values, e.g.
-    the rows ``hybridperf predict --set ...`` predicts; unset parameters keep the descriptor defaults."""
+    the rows ``hybridperf predict --set ...`` predicts; unset parameters keep the descriptor defaults.
+    The rows are named ``name`` where given (a kernel a family descriptor describes, e.g. aiwc-csr-csr by
+    aiwc-counted), else by :func:`~hybridperf.kernel.kernel_key`."""
     desc, spec = load_kernel(kernel), load_gpu(gpu)
-    return launch_rows(kernel_key(desc), spec.key, parameter_grid(values), desc.size_names, desc.config_names)
+    return launch_rows(name or kernel_key(desc), spec.key, parameter_grid(values), desc.size_names,
+                       desc.config_names)
 
 
 def single_values(values: Mapping[str, Sequence[float]], flag: str = "--set") -> dict[str, float]:

@@ -69,10 +69,15 @@ def training_domain(rows: pd.DataFrame, regimes: np.ndarray | None = None,
 
 
 def _size_factor(rows: pd.DataFrame, idx: np.ndarray, sizes: Mapping[str, list[float]]) -> np.ndarray:
-    """How far beyond the trained sizes each row lies: max over sizes of value / max or min / value (>= 1)."""
+    """How far beyond the trained sizes each row lies: max over sizes of value / max or min / value (>= 1).
+    A size trained from ``counter.<name>`` is read from ``size.<name>`` where the rows give it there instead
+    (and the other way round), as the features read either: ``predict --set`` writes a counter-described
+    kernel's sizes as size.* columns."""
     factor = np.ones(len(idx))
-    for col, (lo, hi) in sizes.items():
-        if col in rows.columns:
+    for key, (lo, hi) in sizes.items():
+        name = param_name(key)
+        col = next((c for c in (key, f"size.{name}", f"counter.{name}") if c in rows.columns), None)
+        if col is not None:
             v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
             with np.errstate(divide="ignore", invalid="ignore"):
                 f = np.fmax(v / hi, lo / v)

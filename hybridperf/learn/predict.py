@@ -39,7 +39,10 @@ def rows_to_predict(model: TrainedModel, *, rows: str | Path | None = None, kern
     if kernel is None or gpu is None:
         raise HybridperfError(f"the model covers kernels {kernels} and GPUs {gpus}; name one with --kernel and --gpu")
     desc = model.descriptors.get(kernel) if registered_kernel(kernel) is None else None
-    return grid_rows(desc or kernel, gpu, values or {})
+    # A kernel the model trained under a name its descriptor does not carry (a family descriptor's member,
+    # e.g. aiwc-csr-csr by aiwc-counted) keeps that name, so the model's training of it applies.
+    name = kernel if desc is not None and desc.name != kernel else None
+    return grid_rows(desc or kernel, gpu, values or {}, name=name)
 
 
 def model_kernels(model: TrainedModel, rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | None = None

@@ -133,3 +133,25 @@ def test_multi_device_sources_refuse_one_gpu_override(work, capsys) -> None:
     assert code == 0 and set(pd.read_parquet("n.parquet")["gpu"]) == {"tesla-p4"}
     code, out, _ = run(capsys, "import", "ns", "--format", "neusight", "-o", "n.parquet")
     assert code == 0 and set(pd.read_parquet("n.parquet")["gpu"]) == {"tesla-p4", "tesla-t4"}
+
+
+def test_predict_set_names_a_counter_described_kernel_as_trained_and_sizes_it_by_its_counters(work, capsys) -> None:
+    """aiwc-csr-csr is described by the family descriptor aiwc-counted: `predict --kernel aiwc-csr-csr --set`
+    named its rows aiwc-counted ("kernel never trained"), and wrote its sizes as size.* columns, which the
+    domain (trained from the counter.* columns) did not read: a run 32x beyond the trained work was not flagged."""
+    from hybridperf.datasets import load_dataset
+
+    runs = load_dataset("aiwc-opendwarfs")
+    keep = runs["kernel"].isin(["aiwc-csr-csr", "aiwc-srad-srad_cuda_1", "aiwc-bfs-kernel1"]) & \
+        runs["gpu"].isin(["geforce-gtx-1080", "tesla-k40c"]) & (runs["size.class"] <= 2)
+    runs[keep].to_parquet("s.parquet")
+    assert run(capsys, "train", "s.parquet", "-o", "m.json", "--quiet")[0] == 0
+    medium = runs[(runs["kernel"] == "aiwc-csr-csr") & (runs["gpu"] == "geforce-gtx-1080") & (runs["size.class"] == 3)]
+    sets = [a for c in ("aiwc_total_instruction_count", "aiwc_workitems", "aiwc_total_memory_footprint",
+                        "aiwc_total_barriers_hit") for a in ("--set", f"{c}={medium['counter.' + c].iloc[0]:g}")]
+    code, out, err = run(capsys, "predict", "-m", "m.json", "--kernel", "aiwc-csr-csr", "--gpu", "geforce-gtx-1080",
+                         *sets, "--csv")
+    assert code == 0, err
+    row = pd.read_csv(pd.io.common.StringIO(out)).iloc[0]
+    assert row["kernel"] == "aiwc-csr-csr" and not row["ood_kernel"]
+    assert row["ood_size_factor"] > 20 and "beyond the trained range" in row["ood_reason"]

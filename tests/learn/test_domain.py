@@ -4,7 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hybridperf.learn.domain import REASON_COLUMNS, out_of_domain, reason_text, training_domain
+from hybridperf.datasets import load_dataset
+from hybridperf.kernel import resolve_kernels
+from hybridperf.learn.domain import REASON_COLUMNS, out_of_domain, reason_text, size_columns, training_domain
 
 
 def _rows(**cols) -> pd.DataFrame:
@@ -73,9 +75,6 @@ def test_a_counter_described_kernel_is_sized_by_its_counters_not_its_class_label
     """OpenDwarfs' size.class (tiny=1, small=2, medium=3) is a label the aiwc-counted descriptor does not
     read; its sizes are the AIWC counters. Trained on tiny and small, the real medium runs lie about 32x beyond
     in work and footprint (not 1.5x), and a kernel whose counters do not change with the class is inside."""
-    from hybridperf.datasets import load_dataset
-    from hybridperf.kernel import resolve_kernels
-    from hybridperf.learn.domain import size_columns
 
     rows = load_dataset("aiwc-opendwarfs").query("gpu == 'geforce-gtx-1080'")
     cols = size_columns(rows, resolve_kernels(rows["kernel"].astype(str).unique()))
@@ -94,9 +93,6 @@ def test_a_counter_described_kernel_is_sized_by_its_counters_not_its_class_label
 
 
 def test_size_columns_prefer_size_columns_and_a_kernel_without_any_has_no_sizes() -> None:
-    from hybridperf.kernel import resolve_kernels
-    from hybridperf.learn.domain import size_columns
-
     rows = _rows(kernel=["seed004-vecadd"] * 2, gpu=["a"] * 2, **{"size.N": [1.0, 2.0], "counter.N": [5.0, 6.0]})
     assert size_columns(rows, resolve_kernels(["seed004-vecadd"])) == {"seed004-vecadd": ("size.N",)}
     assert training_domain(rows, sizes={"seed004-vecadd": ()})["seed004-vecadd"]["sizes"] == {}

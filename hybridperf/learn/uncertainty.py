@@ -52,6 +52,7 @@ def fit_difficulty(X: np.ndarray, residual: np.ndarray, random_state: int = 0) -
     cross[ok[half]] = pb[ok[half]]
     cross[ok[~half]] = pa[ok[~half]]
     final = _difficulty_model(random_state).fit(X[ok], target)
+    final.set_params(n_jobs=None)  # predicts with every core, as the copy a model file loads does (fitted on 1)
     return final, np.exp(np.clip(cross, -20.0, 20.0))
 
 

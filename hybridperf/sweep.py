@@ -24,6 +24,7 @@ __all__ = [
     "param_columns",
     "param_name",
     "row_keys",
+    "size_column",
     "size_metric",
     "summarize_sweep",
     "training_rows",
@@ -71,6 +72,13 @@ def param_columns(df: pd.DataFrame, prefix: str | tuple[str, ...] = ("size.", "c
     if bad:
         raise SweepError(f"unknown column prefix {bad[0]!r}; use one of {', '.join(PREFIXES)}")
     return [c for c in df.columns if isinstance(c, str) and c.startswith(prefixes)]
+
+
+def size_column(columns: Iterable[str], name: str) -> str | None:
+    """The column holding size parameter ``name``: ``size.<name>``, else ``counter.<name>`` (where the
+    features read a counter-described kernel's sizes, e.g. AIWC's); None when neither is there."""
+    cols = set(columns)
+    return next((c for c in (f"size.{name}", f"counter.{name}") if c in cols), None)
 
 
 def row_keys(df: pd.DataFrame, cols: Iterable[str]) -> np.ndarray:

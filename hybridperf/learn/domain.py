@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hybridperf.sweep import param_columns, param_name
+from hybridperf.sweep import param_columns, param_name, size_column
 
 __all__ = ["DEFAULTED_COLUMN", "FEW_RUNS_SHARE", "REASON_COLUMNS", "out_of_domain", "reason_text", "size_columns",
            "training_domain"]
@@ -31,8 +31,7 @@ def size_columns(rows: pd.DataFrame, descriptors: Mapping[str, Any]) -> dict[str
     (OpenDwarfs' tiny=1, small=2, medium=3: medium holds 32x the small class's work and footprint, not 1.5x)."""
     out = {}
     for kernel in rows["kernel"].astype(str).unique():
-        names = getattr(descriptors.get(kernel), "size_names", ())
-        cols = (next((c for c in (f"size.{n}", f"counter.{n}") if c in rows.columns), None) for n in names)
+        cols = (size_column(rows.columns, n) for n in getattr(descriptors.get(kernel), "size_names", ()))
         out[kernel] = tuple(c for c in cols if c is not None)
     return out
 
@@ -75,8 +74,7 @@ def _size_factor(rows: pd.DataFrame, idx: np.ndarray, sizes: Mapping[str, list[f
     kernel's sizes as size.* columns."""
     factor = np.ones(len(idx))
     for key, (lo, hi) in sizes.items():
-        name = param_name(key)
-        col = next((c for c in (key, f"size.{name}", f"counter.{name}") if c in rows.columns), None)
+        col = key if key in rows.columns else size_column(rows.columns, param_name(key))
         if col is not None:
             v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
             with np.errstate(divide="ignore", invalid="ignore"):

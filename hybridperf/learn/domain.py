@@ -9,16 +9,19 @@ import pandas as pd
 
 from hybridperf.sweep import param_columns, param_name, size_column
 
-__all__ = ["DEFAULTED_COLUMN", "FEW_RUNS_SHARE", "REASON_COLUMNS", "out_of_domain", "reason_text", "size_columns",
-           "training_domain"]
+__all__ = ["DEFAULTED_COLUMN", "FEW_RUNS_SHARE", "GAP_FLAG", "REASON_COLUMNS", "out_of_domain", "reason_text",
+           "size_columns", "training_domain"]
 
 _CLOSED_SET_MAX = 256  # a config parameter with more distinct training values is stored as a range
 # Importers name the config parameters they could not read from the source (and so left to the
 # descriptor's defaults) in this column, comma-separated.
 DEFAULTED_COLUMN = "info.defaulted"
 # The out-of-domain reasons, one column each (see out_of_domain).
-REASON_COLUMNS = ("ood_kernel", "ood_gpu", "ood_few_runs", "ood_size_factor", "ood_config", "ood_defaulted",
-                  "ood_regime")
+REASON_COLUMNS = ("ood_kernel", "ood_gpu", "ood_few_runs", "ood_size_factor", "ood_size_gap", "ood_config",
+                  "ood_defaulted", "ood_regime")
+# A size between the trained ones at least this factor from the nearest trained value is named a reason (the
+# interval widens with any gap, in proportion: hybridperf.learn.intervals).
+GAP_FLAG = 1.25
 # A GPU trained with fewer runs of a kernel than this share of the kernel's best-covered GPU is "few runs"
 # (e.g. a new GPU with a few dozen calibration runs beside GPUs with thousands, EVALUATION.md's S4).
 FEW_RUNS_SHARE = 0.1
@@ -39,7 +42,8 @@ def size_columns(rows: pd.DataFrame, descriptors: Mapping[str, Any]) -> dict[str
 def training_domain(rows: pd.DataFrame, regimes: np.ndarray | None = None,
                     sizes: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, dict[str, Any]]:
     """Per kernel: the GPUs trained on (``gpus``) and the runs of each (``gpu_rows``), each size's
-    [min, max], the config values seen and the analytical regimes seen (MWP-CWP regime codes, when
+    [min, max] and, up to 256 distinct values, the values themselves (``size_values``: a size between them
+    is an interpolation), the config values seen and the analytical regimes seen (MWP-CWP regime codes, when
     ``regimes`` gives one per row).
 
     The sizes are the columns ``sizes`` names for the kernel (:func:`size_columns`: its descriptor's), or
@@ -51,11 +55,14 @@ def training_domain(rows: pd.DataFrame, regimes: np.ndarray | None = None,
     for kernel, g in rows.groupby("kernel"):
         runs = g["gpu"].astype(str).value_counts()
         d: dict[str, Any] = {"gpus": sorted(runs.index), "gpu_rows": {k: int(runs[k]) for k in sorted(runs.index)},
-                             "sizes": {}, "configs": {}}
+                             "sizes": {}, "size_values": {}, "configs": {}}
         for col in param_columns(g, "size.") if sizes is None else sizes.get(str(kernel), ()):
             v = pd.to_numeric(g[col], errors="coerce").dropna()
             if len(v):
                 d["sizes"][col] = [float(v.min()), float(v.max())]
+                values = v.unique()
+                if len(values) <= _CLOSED_SET_MAX:  # more: a dense grid, where the gaps are small anyway
+                    d["size_values"][col] = sorted(float(x) for x in values)
         for col in param_columns(g, "config."):
             v = pd.to_numeric(g[col], errors="coerce").dropna().unique()
             if len(v):
@@ -81,6 +88,25 @@ def _size_factor(rows: pd.DataFrame, idx: np.ndarray, sizes: Mapping[str, list[f
                 f = np.fmax(v / hi, lo / v)
             factor = np.fmax(factor, np.where(np.isfinite(f) & (v > 0), f, 1.0))
     return factor
+
+
+def _size_gap(rows: pd.DataFrame, idx: np.ndarray, values: Mapping[str, list[float]]) -> np.ndarray:
+    """How far each row's sizes lie from the nearest trained value, where they lie between trained values: max
+    over sizes of min(value / the trained value below, the trained value above / value) (>= 1; 1 for a trained
+    value, and outside the trained range, which :func:`_size_factor` measures)."""
+    gap = np.ones(len(idx))
+    for key, trained in values.items():
+        col = key if key in rows.columns else size_column(rows.columns, param_name(key))
+        t = np.asarray(trained, dtype=np.float64)
+        if col is None or len(t) < 2 or t[0] <= 0:
+            continue
+        v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
+        inside = np.isfinite(v) & (v > t[0]) & (v < t[-1])
+        j = np.clip(np.searchsorted(t, v[inside]), 1, len(t) - 1)
+        g = np.ones(len(idx))
+        g[inside] = np.minimum(v[inside] / t[j - 1], t[j] / v[inside])
+        gap = np.fmax(gap, g)
+    return gap
 
 
 def _config_reasons(rows: pd.DataFrame, idx: np.ndarray, configs: Mapping[str, Mapping[str, list[float]]],
@@ -139,7 +165,9 @@ def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
     ``ood_kernel`` / ``ood_gpu``: never trained (the GPU for this kernel); ``ood_few_runs``: the
     training runs of this GPU for this kernel when they are few (under :data:`FEW_RUNS_SHARE` of the
     best-covered GPU's; 0 otherwise, and for models whose domain does not count runs); ``ood_size_factor``: how
-    far beyond the trained sizes (1 inside, 2 = twice the largest or half the smallest);
+    far beyond the trained sizes (1 inside, 2 = twice the largest or half the smallest); ``ood_size_gap``:
+    inside them, how far from the nearest trained value (1 for a trained value or an untracked size, 2 = a
+    size trained at N and 4N asked at 2N: an interpolation; :data:`GAP_FLAG` and more is named a reason);
     ``ood_config``: config values never trained (``NAME=VALUE`` list); ``ood_defaulted``: config
     parameters the row does not give, left to the descriptor's defaults (missing, empty, or named in
     :data:`DEFAULTED_COLUMN` by an importer); ``ood_regime``: an analytical (MWP-CWP) regime never
@@ -147,7 +175,8 @@ def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
     """
     n = len(rows)
     out = pd.DataFrame({"ood_kernel": np.zeros(n, bool), "ood_gpu": np.zeros(n, bool), "ood_few_runs": np.zeros(n, int),
-                        "ood_size_factor": np.ones(n), "ood_regime": np.zeros(n, bool)}, index=rows.index)
+                        "ood_size_factor": np.ones(n), "ood_size_gap": np.ones(n), "ood_regime": np.zeros(n, bool)},
+                       index=rows.index)
     unseen = np.full(n, "", dtype=object)
     defaulted = np.full(n, "", dtype=object)
     kernels, gpus = rows["kernel"].astype(str).to_numpy(), rows["gpu"].astype(str).to_numpy()
@@ -161,6 +190,7 @@ def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
         out.iloc[idx, out.columns.get_loc("ood_gpu")] = ~np.isin(gpus[idx], d["gpus"])
         out.iloc[idx, out.columns.get_loc("ood_few_runs")] = _few_runs(gpus[idx], d.get("gpu_rows", {}))
         out.iloc[idx, out.columns.get_loc("ood_size_factor")] = _size_factor(rows, idx, d.get("sizes", {}))
+        out.iloc[idx, out.columns.get_loc("ood_size_gap")] = _size_gap(rows, idx, d.get("size_values", {}))
         _config_reasons(rows, idx, d.get("configs", {}), unseen, defaulted)
         _marked_defaults(rows, idx, defaulted)
         if codes is not None and "regimes" in d:
@@ -184,6 +214,7 @@ def reason_text(reasons: pd.DataFrame, kernels: pd.Series, gpus: pd.Series) -> l
     k, g = kernels.astype(str).to_numpy(), gpus.astype(str).to_numpy()
     few = reasons["ood_few_runs"].to_numpy()
     size = reasons["ood_size_factor"].to_numpy(dtype=np.float64)
+    gap = reasons["ood_size_gap"].to_numpy(dtype=np.float64) if "ood_size_gap" in reasons else np.ones(n)
     config, default = reasons["ood_config"].to_numpy(dtype=object), reasons["ood_defaulted"].to_numpy(dtype=object)
     parts = [
         (reasons["ood_kernel"].to_numpy(dtype=bool), lambda m: _per_value(k[m], lambda x: f"kernel {x} never trained")),
@@ -192,6 +223,7 @@ def reason_text(reasons: pd.DataFrame, kernels: pd.Series, gpus: pd.Series) -> l
         (few > 0, lambda m: np.array([f"GPU {x} trained with only {r} runs of this kernel"
                                       for x, r in zip(g[m], few[m])], dtype=object)),
         (size > 1 + 1e-9, lambda m: _per_value(size[m], lambda x: f"size {x:.3g}x beyond the trained range")),
+        (gap >= GAP_FLAG, lambda m: _per_value(gap[m], lambda x: f"size between trained sizes, {x:.3g}x from the nearest")),
         (config != "", lambda m: _per_value(config[m].astype(str), lambda x: f"config {x} never trained")),
         (default != "", lambda m: _per_value(default[m].astype(str), lambda x: f"config {x} defaulted")),
         (reasons["ood_regime"].to_numpy(dtype=bool), lambda m: "analytical regime never seen in training"),

@@ -103,6 +103,8 @@ _FEATURES = _obj({
                      "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 10**12}},
         "sizes": {"type": "object", "maxProperties": 1000, "additionalProperties": False,
                   "patternProperties": {r"^(size|counter)\.": _array(_FINITE, 2, minItems=2)}},
+        "size_values": {"type": "object", "maxProperties": 1000, "additionalProperties": False,
+                        "patternProperties": {r"^(size|counter)\.": {**_numbers(max_items=256), "minItems": 1}}},
         "configs": {"type": "object", "maxProperties": 1000, "additionalProperties": False,
                     "patternProperties": {r"^config\.": {"oneOf": [
                         _obj({"values": {**_numbers(max_items=256), "minItems": 1}}),

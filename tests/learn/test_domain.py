@@ -21,7 +21,27 @@ def _train() -> pd.DataFrame:
 def test_domain_records_gpus_sizes_configs_and_regimes() -> None:
     d = training_domain(_train(), regimes=np.array([2.0, 2.0, 3.0]))
     assert d == {"k": {"gpus": ["a", "b"], "gpu_rows": {"a": 2, "b": 1}, "sizes": {"size.N": [64.0, 256.0]},
+                       "size_values": {"size.N": [64.0, 128.0, 256.0]},
                        "configs": {"config.B": {"values": [32.0, 64.0, 128.0]}}, "regimes": [2.0, 3.0]}}
+
+
+def test_a_size_between_trained_sizes_is_measured_from_the_nearest_and_named_from_a_quarter_off() -> None:
+    """Real sizes: the H200 reduction sweep trained at N = 2^20, 2^22, 2^24, 2^26, 2^28 (datasets/h200-cuda-bench);
+    the fresh hold-out's 2^23 lies 2x from both neighbours, 1.1 x 2^22 lies 1.1x off (inside the tolerance)."""
+    rows = load_dataset("h200-cuda-bench").query("kernel == 'bench-reduction' and status == 'ok'")
+    d = training_domain(rows)
+    assert d["bench-reduction"]["size_values"]["size.N"] == [2.0**e for e in (20, 22, 24, 26, 28)]
+    n = [2.0**23, 1.1 * 2**22, 2.0**24, 3 * 2.0**24, 2.0**29]
+    config = rows.iloc[0][[c for c in rows.columns if c.startswith("config.")]].to_dict()
+    probe = _rows(kernel=["bench-reduction"] * 5, gpu=["h200"] * 5, **{"size.N": n}).assign(**config)
+    r = out_of_domain(probe, d)
+    np.testing.assert_allclose(r.ood_size_gap, [2.0, 1.1, 1.0, 4 / 3, 1.0])  # 2^29: beyond, not between
+    np.testing.assert_allclose(r.ood_size_factor, [1, 1, 1, 1, 2])
+    text = reason_text(r, probe.kernel, probe.gpu)
+    assert "between trained sizes, 2x from the nearest" in text[0]
+    assert text[1] == "" and text[2] == "" and "1.33x from the nearest" in text[3] and "between" not in text[4]
+    legacy = {"bench-reduction": {k: v for k, v in d["bench-reduction"].items() if k != "size_values"}}
+    assert list(out_of_domain(probe, legacy).ood_size_gap) == [1.0] * 5  # model files written before the values
 
 
 def test_each_reason_has_its_own_column() -> None:

@@ -109,11 +109,12 @@ def test_write_is_atomic(tmp_path: Path, model_file: Path, monkeypatch) -> None:
 
 def test_predictions_are_positive_and_flag_unseen_sizes(model_file: Path) -> None:
     model = load_model(model_file)
-    rows = pd.DataFrame({"kernel": "seed004-matvec", "gpu": "titan-v", "size.N": [2048.0, 65536.0]})
-    out = predict_rows(model, rows)
+    rows = pd.DataFrame({"kernel": "seed004-matvec", "gpu": "titan-v", "size.N": [3072.0, 65536.0, 2048.0]})
+    out = predict_rows(model, rows)  # trained at N = 1024, 3072, 5120, ..., 32768
     assert (out.time_ms > 0).all() and (out.lo_ms < out.time_ms).all() and (out.time_ms < out.hi_ms).all()
-    assert list(out.out_of_domain) == [False, True]
+    assert list(out.out_of_domain) == [False, True, True]
     assert "beyond the trained range" in out.ood_reason.iloc[1] and out.ood_size_factor.iloc[1] > 1
+    assert "between trained sizes, 1.5x from the nearest" in out.ood_reason.iloc[2]
     assert np.isfinite(out.time_ms).all()
 
 

@@ -16,7 +16,8 @@ from hybridperf.learn.model import predict_rows, train_model
 
 pytestmark = pytest.mark.slow
 _DIMS = ["size.M", "size.N", "size.K"]
-_CLEAR = {"ood_kernel": False, "ood_gpu": False, "ood_few_runs": 0, "ood_size_factor": 1.0, "ood_config": "",
+_CLEAR = {"ood_kernel": False, "ood_gpu": False, "ood_few_runs": 0, "ood_size_factor": 1.0, "ood_size_gap": 1.0,
+          "ood_config": "",
           "ood_defaulted": "", "ood_regime": False}
 
 
@@ -67,10 +68,10 @@ def _probe(model, rows: pd.DataFrame, reason: str) -> tuple[pd.DataFrame, np.nda
 
 
 def _only(reasons: pd.DataFrame, reason: str) -> None:
-    """``reason`` fires on every row and no other reason on any (the size factor counts from 1)."""
+    """``reason`` fires on every row and no other reason on any (the size factor and gap count from 1)."""
     for col in REASON_COLUMNS:
         v = reasons[col]
-        fired = v > 1 if col == "ood_size_factor" else v.astype(bool) if v.dtype == bool else v != _CLEAR[col]
+        fired = v > 1 if col in ("ood_size_factor", "ood_size_gap") else v.astype(bool) if v.dtype == bool else v != _CLEAR[col]
         assert fired.all() if col == reason else not fired.any(), col
 
 

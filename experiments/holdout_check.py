@@ -1,0 +1,129 @@
+"""Fresh GPU runs no model saw: the shipped kernels at sizes the shipped recordings never had.
+
+Data: datasets/h200-cuda-holdout, recorded with experiments/record_holdout.sh on an H200: every
+kernel's whole configuration space at sizes between the sizes of datasets/h200-cuda-bench and
+beyond its largest (x1.5 to x2). Predicted, side by side, by:
+- the shipped default model (models/default.json: trained on both recordings and NeuSight GEMM);
+- a model trained on datasets/h200-cuda-bench alone (same GPU, new sizes);
+- a model trained on datasets/h100-cuda-bench alone (the H200 never seen: its spec only);
+- the hierarchical roofline alone (the analytical baseline, uncalibrated).
+Per kernel and position (between the recorded sizes, or beyond the largest): MAPE, median and P90
+APE, coverage of the nominal 90 % and 80 % intervals, their median hi/lo, the share flagged out
+of domain, and top-1 (optimum / measured time of the configuration predicted fastest, averaged
+over sizes). Writes experiments/results/holdout_check.md and .csv. No GPU needed; about two
+minutes on two cores.
+"""
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, header, md_table
+
+from hybridperf.analytical.run import analyze
+from hybridperf.datasets import load_dataset
+from hybridperf.learn.model import train_model
+from hybridperf.learn.predict import predict_rows
+from hybridperf.learn.model import load_model
+from hybridperf.sweep import param_columns, param_name
+
+COMMAND = ".venv/bin/python experiments/holdout_check.py"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _ok(name: str) -> pd.DataFrame:
+    d = load_dataset(name)
+    return d[d["status"] == "ok"].dropna(axis=1, how="all").reset_index(drop=True)
+
+
+def _hierarchical(rows: pd.DataFrame) -> np.ndarray:
+    out = np.full(len(rows), np.nan)
+    for (kernel, gpu), part in rows.groupby(["kernel", "gpu"]):
+        cols = [c for c in param_columns(part) if part[c].notna().all()]
+        params = part[cols].rename(columns=param_name).reset_index(drop=True)
+        a = analyze(str(kernel), str(gpu), params, models=("hierarchical",))
+        out[part.index.to_numpy()] = a.terms["hierarchical"]["time_ms"].to_numpy()
+    return out
+
+
+def _predictions(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """method -> frame of time_ms, lo90, hi90, lo80, hi80, flagged (NaN where the method has none)."""
+    models = {"default model": load_model(ROOT / "models" / "default.json"),
+              "trained on h200 alone": train_model(_ok("h200-cuda-bench")),
+              "trained on h100 alone": train_model(_ok("h100-cuda-bench"))}
+    out = {}
+    for name, model in models.items():
+        p90 = predict_rows(model, rows, 0.9)
+        p80 = predict_rows(model, rows, 0.8)
+        out[name] = pd.DataFrame({"time_ms": p90["time_ms"], "lo90": p90["lo_ms"], "hi90": p90["hi_ms"],
+                                  "lo80": p80["lo_ms"], "hi80": p80["hi_ms"],
+                                  "flagged": p90["out_of_domain"].astype(float),
+                                  "reason": p90["ood_reason"]})
+        print(f"{name}: predicted", flush=True)
+    nan = np.full(len(rows), np.nan)
+    out["analytical:hierarchical"] = pd.DataFrame({"time_ms": _hierarchical(rows), "lo90": nan, "hi90": nan,
+                                                   "lo80": nan, "hi80": nan, "flagged": nan, "reason": ""})
+    return out
+
+
+def _top1(rows: pd.DataFrame, pred: np.ndarray) -> float:
+    scores = []
+    for _, g in rows.assign(pred=pred).groupby(["kernel", "size.N"]):
+        if len(g) >= 4:
+            scores.append(g["time_ms"].min() / g["time_ms"].iloc[int(np.argmin(g["pred"].to_numpy()))])
+    return float(np.mean(scores)) if scores else np.nan
+
+
+def _score(rows: pd.DataFrame, p: pd.DataFrame) -> dict[str, float]:
+    meas = rows["time_ms"].to_numpy()
+    ape = np.abs(p["time_ms"].to_numpy() / meas - 1) * 100
+    cover = {lvl: float(np.mean((meas >= p[f"lo{lvl}"]) & (meas <= p[f"hi{lvl}"])) * 100)
+             if p[f"lo{lvl}"].notna().any() else np.nan for lvl in (90, 80)}
+    hilo = (p["hi90"] / p["lo90"]).to_numpy()
+    return {"n": len(rows), "mape": float(np.mean(ape)), "median_ape": float(np.median(ape)),
+            "p90_ape": float(np.percentile(ape, 90)), "cover90": cover[90], "cover80": cover[80],
+            "hilo90": float(np.median(hilo)) if np.isfinite(hilo).any() else np.nan,
+            "flagged %": float(p["flagged"].mean() * 100), "top1": _top1(rows, p["time_ms"].to_numpy())}
+
+
+def main() -> None:
+    warnings.simplefilter("ignore", category=FutureWarning)
+    rows = _ok("h200-cuda-holdout")
+    trained = _ok("h200-cuda-bench")
+    largest = trained.groupby("kernel")["size.N"].max()
+    rows["position"] = np.where(rows["size.N"].to_numpy() > rows["kernel"].map(largest).to_numpy(),
+                                "beyond", "between")
+    preds = _predictions(rows)
+    table = []
+    for method, p in preds.items():
+        parts = [("all", "all", np.ones(len(rows), bool))]
+        parts += [("all", pos, (rows["position"] == pos).to_numpy()) for pos in ("between", "beyond")]
+        parts += [(k, "all", (rows["kernel"] == k).to_numpy()) for k in sorted(rows["kernel"].unique())]
+        for kernel, pos, m in parts:
+            r, q = rows[m].reset_index(drop=True), p[m].reset_index(drop=True)
+            table.append({"method": method, "kernel": kernel, "sizes": pos} | _score(r, q))
+    table = pd.DataFrame(table)
+    table.to_csv(RESULTS / "holdout_check.csv", index=False)
+    sizes = rows.groupby("kernel")["size.N"].unique().map(lambda v: ", ".join(f"{x:.4g}" for x in sorted(v)))
+    text = [
+        header("Fresh H200 runs at sizes no model saw", COMMAND),
+        f"Data: `datasets/h200-cuda-holdout` ({len(rows)} ok rows: "
+        f"{int((rows['position'] == 'between').sum())} between the recorded sizes, "
+        f"{int((rows['position'] == 'beyond').sum())} beyond the largest). Sizes per kernel: "
+        + "; ".join(f"{k} N = {v}" for k, v in sizes.items()) + ".\n",
+        "MAPE, median and P90 APE in %; cover90/80: % of measured times inside the nominal 90 % / 80 % "
+        "intervals; hilo90: median hi/lo of the 90 % interval; flagged: % out of domain; top1: optimum / "
+        "measured time of the predicted-fastest configuration, mean over (kernel, size) with >= 4 configurations.\n",
+        md_table(table, ".3g"),
+    ]
+    (RESULTS / "holdout_check.md").write_text("\n".join(text) + "\n", encoding="utf-8")
+    print((RESULTS / "holdout_check.md").read_text(encoding="utf-8"))
+
+
+if __name__ == "__main__":
+    main()

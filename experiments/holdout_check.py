@@ -28,9 +28,8 @@ from _common import RESULTS, header, md_table
 
 from hybridperf.analytical.run import analyze
 from hybridperf.datasets import load_dataset
-from hybridperf.learn.model import train_model
+from hybridperf.learn.model import load_model, train_model
 from hybridperf.learn.predict import predict_rows
-from hybridperf.learn.model import load_model
 from hybridperf.sweep import param_columns, param_name
 
 COMMAND = ".venv/bin/python experiments/holdout_check.py"
@@ -145,7 +144,8 @@ def main() -> None:
         "slice per load and wrap in a 2^26-float buffer (`hybridperf/kernels/cuda/mb.cu`). Uncoalesced (lanes "
         "128 B apart) at N = 2^21 the slice is N x 32 = 2^26 floats, so every load of a thread reads the same "
         "address; coalesced, the slices a wave of resident threads cycles through fit L2. The load traffic the "
-        "descriptor counts, per measured ms, exceeds the DRAM peak (H200 4,800 GB/s, H100 3,350 GB/s) from 2^20 on (below): those "
+        "descriptor counts, per measured ms, exceeds the DRAM peak (H200 4,800 GB/s, H100 3,350 GB/s) from 2^20 "
+        "on (below): those "
         "loads hit in cache, which no count of the descriptor says. So the bench-mb rows at 2^21 measure a "
         "different kernel from the one described; the errors above at 2^21 (predicted 1.2-3x too slow) are "
         "the descriptor's, not the extrapolation's.\n",

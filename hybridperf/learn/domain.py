@@ -223,7 +223,8 @@ def reason_text(reasons: pd.DataFrame, kernels: pd.Series, gpus: pd.Series) -> l
         (few > 0, lambda m: np.array([f"GPU {x} trained with only {r} runs of this kernel"
                                       for x, r in zip(g[m], few[m])], dtype=object)),
         (size > 1 + 1e-9, lambda m: _per_value(size[m], lambda x: f"size {x:.3g}x beyond the trained range")),
-        (gap >= GAP_FLAG, lambda m: _per_value(gap[m], lambda x: f"size between trained sizes, {x:.3g}x from the nearest")),
+        (gap >= GAP_FLAG,
+         lambda m: _per_value(gap[m], lambda x: f"size between trained sizes, {x:.3g}x from the nearest")),
         (config != "", lambda m: _per_value(config[m].astype(str), lambda x: f"config {x} never trained")),
         (default != "", lambda m: _per_value(default[m].astype(str), lambda x: f"config {x} defaulted")),
         (reasons["ood_regime"].to_numpy(dtype=bool), lambda m: "analytical regime never seen in training"),

@@ -71,7 +71,10 @@ def _only(reasons: pd.DataFrame, reason: str) -> None:
     """``reason`` fires on every row and no other reason on any (the size factor and gap count from 1)."""
     for col in REASON_COLUMNS:
         v = reasons[col]
-        fired = v > 1 if col in ("ood_size_factor", "ood_size_gap") else v.astype(bool) if v.dtype == bool else v != _CLEAR[col]
+        if col in ("ood_size_factor", "ood_size_gap"):
+            fired = v > 1
+        else:
+            fired = v.astype(bool) if v.dtype == bool else v != _CLEAR[col]
         assert fired.all() if col == reason else not fired.any(), col
 
 

@@ -19,8 +19,8 @@ DEFAULTED_COLUMN = "info.defaulted"
 # The out-of-domain reasons, one column each (see out_of_domain).
 REASON_COLUMNS = ("ood_kernel", "ood_gpu", "ood_few_runs", "ood_size_factor", "ood_size_gap", "ood_config",
                   "ood_defaulted", "ood_regime")
-# A size between the trained ones at least this factor from the nearest trained value is named a reason (the
-# interval widens with any gap, in proportion: hybridperf.learn.intervals).
+# A size between the trained ones at least this factor from the nearest trained value is named a reason (its
+# interval keeps the in-domain width: measured in hybridperf.learn.intervals.ConformalIntervals).
 GAP_FLAG = 1.25
 # A GPU trained with fewer runs of a kernel than this share of the kernel's best-covered GPU is "few runs"
 # (e.g. a new GPU with a few dozen calibration runs beside GPUs with thousands, EVALUATION.md's S4).

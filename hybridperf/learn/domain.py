@@ -97,8 +97,8 @@ def _size_gap(rows: pd.DataFrame, idx: np.ndarray, values: Mapping[str, list[flo
     gap = np.ones(len(idx))
     for key, trained in values.items():
         col = key if key in rows.columns else size_column(rows.columns, param_name(key))
-        t = np.asarray(trained, dtype=np.float64)
-        if col is None or len(t) < 2 or t[0] <= 0:
+        t = np.unique(np.asarray(trained, dtype=np.float64))  # sorted, whatever the file held
+        if col is None or len(t) < 2 or not t[0] > 0:
             continue
         v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
         inside = np.isfinite(v) & (v > t[0]) & (v < t[-1])

@@ -32,6 +32,10 @@ OPTIONAL_COUNTS: dict[str, str] = {
     "mlp": "1",
     "miss_ratio": "1",
     "load_bytes_per_warp": "128",
+    # L1 wavefronts (tag lookups, one per cycle per SM) of one warp's global accesses over the kernel, where they
+    # exceed what the bytes and instructions imply: an uncoalesced access takes one per cache line it touches
+    # (32 for lanes a row apart). 0: not given (the load/store level is then bytes and instructions alone).
+    "lsu_wavefronts": "0",
     "ryoo_instr": "comp_insts + sfu_insts + coal_mem_insts + uncoal_mem_insts",
     # Seed 003 Sec. 4: intervals delimited by blocking instructions (global loads, syncs; SFU ops only
     # when neither exists) or the kernel start/end; a run of independent loads is one unit, and mlp
@@ -83,6 +87,7 @@ class KernelProfile:
     mlp: FloatArray
     miss_ratio: FloatArray
     load_bytes_per_warp: FloatArray
+    lsu_wavefronts: FloatArray
     ryoo_instr: FloatArray
     ryoo_regions: FloatArray
     flops: FloatArray

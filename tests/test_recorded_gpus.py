@@ -82,6 +82,28 @@ def test_hierarchical_roofline_ranks_each_recorded_configuration_sweep(gpu, kern
     assert np.mean(rhos) >= 0.6, rhos
 
 
+@pytest.mark.parametrize("gpu", sorted(RECORDED))
+def test_matvec_is_timed_by_its_load_store_wavefronts_at_every_recorded_size(gpu):
+    """seed004-matvec's lanes read rows apart: each load touches 32 cache lines, one L1 wavefront each. With
+    that count (lsu_wavefronts) the hierarchical roofline alone is within 0.85-1.15x of every BLOCK 256 run,
+    from N = 1024 to the hold-out's 49152 (two blocks on some SMs: 3x the time of 31744), and ranks the BLOCK
+    sizes of each size. Before it, the latency chain set the time: 0.80x, 0.41x at 49152, Spearman 0.66."""
+    holdout = {"h200": "h200-cuda-holdout", "h100-sxm": "h100-cuda-holdout"}[gpu]
+    fresh = load_dataset(holdout)
+    fresh = fresh[(fresh["status"] == "ok") & (fresh["kernel"] == "seed004-matvec")]
+    part = pd.concat([_ok(gpu, "seed004-matvec"), fresh])
+    part = part.reset_index(drop=True)
+    pred = _hierarchical(gpu, part)["time_ms"].to_numpy()
+    meas = part["time_ms"].to_numpy()
+    block256 = (part["config.BLOCK"] == 256).to_numpy()
+    assert 49152.0 in set(part["size.N"][block256])
+    assert np.all((pred[block256] / meas[block256] > 0.85) & (pred[block256] / meas[block256] < 1.15))
+    sizes = part["size.N"].to_numpy()
+    rhos = [spearmanr(pred[sizes == n], meas[sizes == n]).statistic
+            for n in np.unique(sizes) if (sizes == n).sum() >= 4]
+    assert len(rhos) >= 6 and min(rhos) >= 0.9, rhos
+
+
 def test_row_keys_group_rows_of_kernels_with_different_size_names():
     # bench-mb has sizes N and ITERS, the others N alone: ITERS is NaN on their rows. Each row keeps
     # a key (pandas' astype(str) keeps NaN under its string dtype, which broke "|".join).

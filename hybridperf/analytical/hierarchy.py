@@ -71,7 +71,8 @@ def _per_block_cycles(p: KernelProfile, gpu: GPUSpec, st: LaunchState, spill_ins
     smem_bytes = p.smem_bytes / np.maximum(p.blocks, 1.0)
     smem = np.maximum(p.smem_insts * wpb, smem_bytes / gpu.smem_bytes_per_cycle_per_sm)
     lsu_bytes = _lsu_bytes_per_warp(p, spill_insts, gpu.warp_size) * wpb
-    lsu = np.maximum((mem + spill_insts) * wpb, lsu_bytes / gpu.l1_bytes_per_cycle_per_sm)
+    lsu = np.maximum(np.maximum((mem + spill_insts) * wpb, lsu_bytes / gpu.l1_bytes_per_cycle_per_sm),
+                     p.lsu_wavefronts * wpb)
     return [issue, fp32, sfu, smem, lsu]
 
 
@@ -178,8 +179,12 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
     C_fp32 = max(fp_insts W w, flops x threads / 2) / FP32 lanes; C_sfu = sfu_insts W w / SFU lanes;
     C_smem = max(smem_insts W, smem bytes / ``smem_bytes_per_cycle_per_sm``) (one warp access per cycle,
     wide vectors take several); C_lsu = max(global + spill insts, sector bytes /
-    ``l1_bytes_per_cycle_per_sm``) with sector bytes = coalesced x load_bytes_per_warp + uncoalesced x
-    uncoal_per_mw x 32 B per warp instruction. The latency chain C_latency is one warp's critical path:
+    ``l1_bytes_per_cycle_per_sm``, ``lsu_wavefronts``) with sector bytes = coalesced x load_bytes_per_warp +
+    uncoalesced x uncoal_per_mw x 32 B per warp instruction, and the L1 wavefronts (one tag lookup per cache
+    line a warp access touches, one per cycle) where the descriptor counts them: the seed-004 matvec, whose
+    lanes read rows apart, takes 32 per load, not the 8 cycles its 32 sectors' bytes imply, which the fresh
+    H200 and H100 hold-outs showed (N = 49152: 192 blocks, two on some SMs, ran 3x the time of N = 31744; the
+    latency chain alone predicted 0.41x of it). The latency chain C_latency is one warp's critical path:
     ALU instructions at ``avg_inst_latency_cycles`` and shared-memory ones at ``smem_latency_cycles``
     over ``ilp`` independent ones, global accesses at the L2 hit latency plus the DRAM share of the
     DRAM-L2 latency difference over ``mlp``, a barrier one shared-memory latency (Hong and Kim's

@@ -166,20 +166,20 @@ class ConformalIntervals:
     trained sizes, and the flagged test rows' 0.5-2x, on each of the five GPUs (P100: intervals up to 300x
     wide, 98.5 % coverage, Winkler 7.1 against 1.7 for a constant width).
 
-    A size between the trained ones (``ood_size_gap`` > 1: no training row had it) is named as a reason but
-    keeps the in-domain width. Giving it the width of a row that far beyond the trained range (ramped in for
-    small gaps) was measured on fresh H200 and H100 runs between the recorded sizes (datasets/*-cuda-holdout,
-    495 runs each; experiments/results/holdout_check.md): nominal 90 % coverage went 89.5 / 90.9 -> 91.7 /
-    92.5 % (default model), 74.1 / 92.5 -> 84.0 / 98.2 % (a model of each GPU's recording alone), and 80 %
-    went from 3 of these 4 cases inside 75-85 % to none (TITAN V S1: 87.5 -> 93.8 %); half that shift
-    still left 2 of 4 at each level. Calibrating such rows instead by scores of their own (two more held-out
-    fits, each holding out every other interior size of each kernel; a bin of the held-out rows that showed
-    the gap, raised in proportion to log2 of the gap up to its median) mended the H200 model of its own
-    recording (74.1 -> 89.3 % at 90 %, 63.2 -> 76.6 % at 80 %) but overcovered the rest: H100 92.5 -> 96.4 %
-    and 77.6 -> 88.3 %; the default model 89.5 / 90.9 -> 94.3 / 96.4 % and 81.2 / 84.2 -> 89.7 / 91.1 %
-    (in band: 6 of these 8 before, 3 after). The rows that miss lie at regime knees between sampled sizes
-    (the H200 reduction at 2^23 between the L2-resident 2^22 and the DRAM-bound 2^24), which neither the
-    distance nor a pooled bin tells from easy interpolations.
+    A size between the trained ones (``ood_size_gap`` > 1: no training row had it) is named as a reason but keeps
+    the in-domain width. Giving it the width of a row that far beyond the trained range (ramped in for small gaps)
+    was measured on fresh H200 and H100 runs between the recorded sizes (datasets/*-cuda-holdout, 495 runs each;
+    experiments/results/holdout_check.md): nominal 90 % coverage went 89.5 / 90.9 -> 91.7 / 92.5 % (the default
+    model before matvec's wavefront count; 87.9 / 89.1 % now, unwidened), 74.1 / 92.5 -> 84.0 / 98.2 % (a model of
+    each GPU's recording alone), and 80 % went from 3 of these 4 cases inside 75-85 % to none (TITAN V S1: 87.5 ->
+    93.8 %); half that shift still left 2 of 4 at each level. Calibrating such rows instead by scores of their own
+    (two more held-out fits, each holding out every other interior size of each kernel; a bin of the held-out rows
+    that showed the gap, raised in proportion to log2 of the gap up to its median) mended the H200 model of its own
+    recording (74.1 -> 89.3 % at 90 %, 63.2 -> 76.6 % at 80 %) but overcovered the rest: H100 92.5 -> 96.4 % and
+    77.6 -> 88.3 %; the default model 89.5 / 90.9 -> 94.3 / 96.4 % and 81.2 / 84.2 -> 89.7 / 91.1 % (in band: 6 of
+    these 8 before, 3 after). The rows that miss lie at regime knees between sampled sizes (the H200 reduction at
+    2^23 between the L2-resident 2^22 and the DRAM-bound 2^24), which neither the distance nor a pooled bin tells
+    from easy interpolations.
     """
 
     scores: Mapping[str, FloatArray]

@@ -1,5 +1,6 @@
-"""experiments/record_gpu.sh, the script that recorded datasets/h200-cuda-bench and h100-cuda-bench, runs end to
-end against the fake CuPy: every step's command line is still one `hybridperf record` accepts."""
+"""experiments/record_gpu.sh and record_holdout.sh, the scripts that recorded datasets/h200-cuda-bench,
+h100-cuda-bench and the two *-cuda-holdout sets, run end to end against the fake CuPy: every step's command line
+is still one `hybridperf record` accepts."""
 from __future__ import annotations
 
 import os
@@ -16,7 +17,8 @@ KERNELS = {"seed004-vecadd", "seed004-matadd", "seed004-matvec", "seed004-dot", 
 
 
 @pytest.mark.slow
-def test_the_recording_script_records_every_kernel_with_a_fake_gpu(tmp_path) -> None:
+@pytest.mark.parametrize("script", ["record_gpu.sh", "record_holdout.sh"])
+def test_the_recording_script_records_every_kernel_with_a_fake_gpu(tmp_path, script) -> None:
     shim = tmp_path / "shim" / "cupy"
     shim.mkdir(parents=True)
     (shim / "__init__.py").write_text(
@@ -27,7 +29,7 @@ def test_the_recording_script_records_every_kernel_with_a_fake_gpu(tmp_path) -> 
         encoding="utf-8")
     env = {**os.environ, "OUT": str(tmp_path / "out"), "PY": sys.executable, "NCU": "0",
            "PYTHONPATH": os.pathsep.join([str(tmp_path / "shim"), str(REPO)])}
-    run = subprocess.run(["bash", str(REPO / "experiments" / "record_gpu.sh")], cwd=REPO, env=env,
+    run = subprocess.run(["bash", str(REPO / "experiments" / script)], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=600)
     log = (tmp_path / "out" / "log.txt").read_text(encoding="utf-8")
     assert run.returncode == 0, log[-3000:]

@@ -16,21 +16,7 @@
 #   5. Nsight Compute counters of the reduction kernels (descriptor counts against the hardware);
 #      NCU=0 leaves them out.
 set -u
-OUT=${OUT:?set OUT to the folder to write into}
-PY=${PY:-python3}
-mkdir -p "$OUT"
-LOG="$OUT/log.txt"
-SWEEP="$OUT/sweep.parquet"
-export PYTHONUNBUFFERED=1
-
-. "$(dirname "$0")/_record_step.sh"
-
-{
-    date -u
-    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu \
-        --format=csv 2>&1
-    "$PY" -c 'import cupy; print("cupy", cupy.__version__, "devices", cupy.cuda.runtime.getDeviceCount())' 2>&1
-} >>"$LOG"
+. "$(dirname "$0")/_record_common.sh"
 
 # 1. one tiny kernel: stop here if nothing can be timed
 step 60 "smoke: seed004-vecadd" -- --kernel seed004-vecadd --sizes N=10000000 -o "$SWEEP"

@@ -7,20 +7,7 @@
 #
 # Writes $OUT/sweep.parquet (provenance in its metadata) and $OUT/log.txt; rerunning resumes.
 set -u
-OUT=${OUT:?set OUT to the folder to write into}
-PY=${PY:-python3}
-mkdir -p "$OUT"
-LOG="$OUT/log.txt"
-SWEEP="$OUT/sweep.parquet"
-export PYTHONUNBUFFERED=1
-
-. "$(dirname "$0")/_record_step.sh"
-
-{
-    date -u
-    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu \
-        --format=csv 2>&1
-} >>"$LOG"
+. "$(dirname "$0")/_record_common.sh"
 
 # between the recorded sizes, then beyond the largest (x1.5 to x2)
 step 30 "vecadd" -- --kernel seed004-vecadd --sizes N=3000000,300000000,1600000000 -o "$SWEEP"

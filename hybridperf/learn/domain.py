@@ -74,16 +74,21 @@ def training_domain(rows: pd.DataFrame, regimes: np.ndarray | None = None,
     return out
 
 
+def _size_values(rows: pd.DataFrame, idx: np.ndarray, key: str) -> np.ndarray | None:
+    """The rows' values of the trained size ``key`` (None where the rows give none). A size trained from
+    ``counter.<name>`` is read from ``size.<name>`` where the rows give it there instead (and the other way
+    round), as the features read either: ``predict --set`` writes a counter-described kernel's sizes as size.*
+    columns."""
+    col = key if key in rows.columns else size_column(rows.columns, param_name(key))
+    return None if col is None else pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
+
+
 def _size_factor(rows: pd.DataFrame, idx: np.ndarray, sizes: Mapping[str, list[float]]) -> np.ndarray:
-    """How far beyond the trained sizes each row lies: max over sizes of value / max or min / value (>= 1).
-    A size trained from ``counter.<name>`` is read from ``size.<name>`` where the rows give it there instead
-    (and the other way round), as the features read either: ``predict --set`` writes a counter-described
-    kernel's sizes as size.* columns."""
+    """How far beyond the trained sizes each row lies: max over sizes of value / max or min / value (>= 1)."""
     factor = np.ones(len(idx))
     for key, (lo, hi) in sizes.items():
-        col = key if key in rows.columns else size_column(rows.columns, param_name(key))
-        if col is not None:
-            v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
+        v = _size_values(rows, idx, key)
+        if v is not None:
             with np.errstate(divide="ignore", invalid="ignore"):
                 f = np.fmax(v / hi, lo / v)
             factor = np.fmax(factor, np.where(np.isfinite(f) & (v > 0), f, 1.0))
@@ -96,11 +101,10 @@ def _size_gap(rows: pd.DataFrame, idx: np.ndarray, values: Mapping[str, list[flo
     value, and outside the trained range, which :func:`_size_factor` measures)."""
     gap = np.ones(len(idx))
     for key, trained in values.items():
-        col = key if key in rows.columns else size_column(rows.columns, param_name(key))
+        v = _size_values(rows, idx, key)
         t = np.unique(np.asarray(trained, dtype=np.float64))  # sorted, whatever the file held
-        if col is None or len(t) < 2 or not t[0] > 0:
+        if v is None or len(t) < 2 or not t[0] > 0:
             continue
-        v = pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64)
         inside = np.isfinite(v) & (v > t[0]) & (v < t[-1])
         j = np.clip(np.searchsorted(t, v[inside]), 1, len(t) - 1)
         g = np.ones(len(idx))

@@ -137,9 +137,11 @@ def analyze(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[
             else:
                 df = ryoo_metrics(prof.ryoo_instr, prof.ryoo_regions, prof.total_threads,
                                   prof.threads_per_block, st.active_blocks_per_sm, gpu.warp_size).to_frame()
-            df = df.iloc[np.arange(n) % len(df)].reset_index(drop=True)
-            numeric = df.select_dtypes(include="number").columns
-            df.loc[~ok, numeric] = np.nan
+            if len(df) != n:  # a model whose terms do not vary (one row) repeats it for every row
+                df = df.iloc[np.arange(n) % len(df)].reset_index(drop=True)
+            if not ok.all():
+                numeric = df.select_dtypes(include="number").columns
+                df.loc[~ok, numeric] = np.nan
             terms[m] = df
     return Analysis(kernel=kernel, gpu=gpu, params=full, feasible=ok, reason=reason.astype(str), terms=terms,
                     profile=prof, register_spill=np.broadcast_to(spill, (n,)).copy())

@@ -200,7 +200,9 @@ class ConformalIntervals:
         n = X.shape[0]
         if self.difficulty is None:
             return np.ones(n)
-        Xd = np.asarray(X, dtype=np.float64)[:, list(self.difficulty_columns)]
+        cols = list(self.difficulty_columns)  # only these columns: the design matrix has ~100
+        Xd = (X.iloc[:, cols].to_numpy(dtype=np.float64) if isinstance(X, pd.DataFrame)
+              else np.asarray(X, dtype=np.float64)[:, cols])
         sigma = np.exp(np.clip(self.difficulty.predict(Xd), -20.0, 20.0))
         if reasons is None:
             return sigma

@@ -140,7 +140,8 @@ def _few_runs(gpus: np.ndarray, runs: Mapping[str, int]) -> np.ndarray:
         return np.zeros(len(gpus), dtype=int)
     most = max(runs.values())
     few = {g: n for g, n in runs.items() if n < FEW_RUNS_SHARE * most}
-    return np.array([few.get(g, 0) for g in gpus], dtype=int)
+    codes, uniq = pd.factorize(np.asarray(gpus, dtype=object))  # one lookup per distinct GPU
+    return np.array([few.get(g, 0) for g in uniq] + [0], dtype=int)[codes]
 
 
 def _add(acc: np.ndarray, pos: np.ndarray, texts: Any, sep: str = ",") -> None:
@@ -185,8 +186,9 @@ def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
     defaulted = np.full(n, "", dtype=object)
     kernels, gpus = rows["kernel"].astype(str).to_numpy(), rows["gpu"].astype(str).to_numpy()
     codes = None if regimes is None else np.asarray(regimes, dtype=np.float64)
-    for kernel in np.unique(kernels):
-        idx = np.flatnonzero(kernels == kernel)
+    kernel_codes, kernel_names = pd.factorize(kernels)  # hashing, not sorting 200k strings
+    for code, kernel in enumerate(kernel_names):
+        idx = np.flatnonzero(kernel_codes == code)
         d = domain.get(kernel)
         if d is None:
             out.iloc[idx, out.columns.get_loc("ood_kernel")] = True

@@ -386,7 +386,9 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     def _log_predict(self, X: np.ndarray) -> np.ndarray:
         out = self._base(X) + self._offsets(X, self.group_offsets_, self.offset_)
         if self.regressor_ is not None:
-            out = out + self._weights(X) * self.regressor_.predict(X)
+            # Row-major for xgboost: a design matrix from a DataFrame is column-major, and predicting from it
+            # took 0.93 s against 0.71 s (+0.08 s to convert) for 200k rows and 400 trees; the same values.
+            out = out + self._weights(X) * self.regressor_.predict(np.ascontiguousarray(X))
         if getattr(self, "transfer_regressor_", None) is not None:
             idx = self._group_indices()
             unseen = ~pd.Series(X[:, idx[0]]).isin(list(self.group_offsets_[0])).to_numpy()

@@ -116,3 +116,19 @@ def test_size_columns_prefer_size_columns_and_a_kernel_without_any_has_no_sizes(
     rows = _rows(kernel=["seed004-vecadd"] * 2, gpu=["a"] * 2, **{"size.N": [1.0, 2.0], "counter.N": [5.0, 6.0]})
     assert size_columns(rows, resolve_kernels(["seed004-vecadd"])) == {"seed004-vecadd": ("size.N",)}
     assert training_domain(rows, sizes={"seed004-vecadd": ()})["seed004-vecadd"]["sizes"] == {}
+
+
+def test_each_rows_reasons_depend_on_that_row_alone_whatever_the_order_of_kernels_and_gpus() -> None:
+    """Real rows of several kernels and two GPUs, shuffled together (the fresh H200 and H100 hold-outs against the
+    H200 recording's domain, with the H100 never trained): the batch's reasons equal those of each row alone."""
+    from hybridperf.sweep import training_rows
+
+    train = training_rows(load_dataset("h200-cuda-bench"))
+    d = training_domain(train, sizes=size_columns(train, resolve_kernels(train["kernel"].unique())))
+    ask = pd.concat([training_rows(load_dataset(n)) for n in ("h200-cuda-holdout", "h100-cuda-holdout")])
+    ask = ask.sample(60, random_state=3).reset_index(drop=True)
+    assert ask["kernel"].nunique() >= 4 and ask["gpu"].nunique() == 2
+    batch = out_of_domain(ask, d)
+    alone = pd.concat([out_of_domain(ask.iloc[[i]], d) for i in range(len(ask))])
+    pd.testing.assert_frame_equal(batch, alone)
+    assert batch["ood_gpu"].any() and not batch["ood_gpu"].all()

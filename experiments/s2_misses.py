@@ -14,7 +14,7 @@ S2 (issue 11): NeuSight cuBLAS GEMM per GPU, trained on max(M, N, K) <= 512, tes
 - the fixed cost of each op: the median time of the tiny problems (B*M*N*K < 2^18), which NeuSight's
   timing (the whole PyTorch op) carries and the GEMM kernel alone does not.
 
-    .venv/bin/python experiments/s2_misses.py    # results/s2_misses.md and .csv (about 4 minutes on 2 cores)
+    .venv/bin/python experiments/s2_misses.py    # results/s2_misses.md and .csv (about 2-3 minutes on 2 cores)
 """
 from __future__ import annotations
 
@@ -73,26 +73,21 @@ def one_gpu(rows: pd.DataFrame, feats: pd.DataFrame) -> pd.DataFrame:
                       n_train_op=rows.iloc[tr]["config.op"].value_counts().reindex(out["config.op"]).to_numpy())
 
 
+def _errors(g: pd.DataFrame) -> dict[str, float]:
+    """Test rows, MAPEs and the share (and MAPE) of rows on a cuBLAS kernel no training row ran, of rows ``g``."""
+    y, new = g["measured"].to_numpy(), ~g["kernel_trained"].to_numpy()
+    return {"n_test": len(g), "mape": _mape(g["pred"].to_numpy(), y),
+            "mape_baseline_alone": _mape(g["base"].to_numpy(), y),
+            "mape_residual_decayed": _mape(g["decayed"].to_numpy(), y),
+            "test_rows_new_kernel_%": 100.0 * new.mean(), "mape_new_kernel": _mape(g["pred"].to_numpy()[new], y[new])}
+
+
 def per_op(t: pd.DataFrame) -> pd.DataFrame:
-    recs = []
-    for (gpu, op), g in t.groupby(["gpu", "config.op"]):
-        new = ~g["kernel_trained"].to_numpy()
-        recs.append({"gpu": gpu, "op": op, "n_train": int(g["n_train_op"].iloc[0]), "n_test": len(g),
-                     "mape": _mape(g["pred"].to_numpy(), g["measured"].to_numpy()),
-                     "mape_baseline_alone": _mape(g["base"].to_numpy(), g["measured"].to_numpy()),
-                     "mape_residual_decayed": _mape(g["decayed"].to_numpy(), g["measured"].to_numpy()),
-                     "test_rows_new_kernel_%": 100.0 * new.mean(),
-                     "mape_new_kernel": _mape(g["pred"].to_numpy()[new], g["measured"].to_numpy()[new])})
-    frame = pd.DataFrame(recs)
-    alls = [{"gpu": gpu, "op": "all", "n_train": int(g.drop_duplicates("config.op")["n_train_op"].sum()),
-             "n_test": len(g), "mape": _mape(g["pred"].to_numpy(), g["measured"].to_numpy()),
-             "mape_baseline_alone": _mape(g["base"].to_numpy(), g["measured"].to_numpy()),
-             "mape_residual_decayed": _mape(g["decayed"].to_numpy(), g["measured"].to_numpy()),
-             "test_rows_new_kernel_%": 100.0 * (~g["kernel_trained"]).mean(),
-             "mape_new_kernel": _mape(g["pred"].to_numpy()[~g["kernel_trained"].to_numpy()],
-                                      g["measured"].to_numpy()[~g["kernel_trained"].to_numpy()])}
-            for gpu, g in t.groupby("gpu")]
-    return pd.concat([frame, pd.DataFrame(alls)], ignore_index=True).sort_values(["gpu", "op"])
+    recs = [{"gpu": gpu, "op": op, "n_train": int(g["n_train_op"].iloc[0]), **_errors(g)}
+            for (gpu, op), g in t.groupby(["gpu", "config.op"])]
+    recs += [{"gpu": gpu, "op": "all", "n_train": int(g.drop_duplicates("config.op")["n_train_op"].sum()), **_errors(g)}
+             for gpu, g in t.groupby("gpu")]
+    return pd.DataFrame(recs).sort_values(["gpu", "op"])
 
 
 def per_shift(t: pd.DataFrame) -> pd.DataFrame:

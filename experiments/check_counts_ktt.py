@@ -52,6 +52,8 @@ def agreement(derived: np.ndarray, measured: np.ndarray) -> dict[str, float]:
     ratio = derived / measured
     ok = np.isfinite(ratio) & (measured > 0)
     r = ratio[ok]
+    if not len(r):  # e.g. local memory where nvcc used none: nothing measured to compare
+        return {"n": 0}
     varies = ok.sum() > 2 and np.ptp(measured[ok]) > 0 and np.ptp(derived[ok]) > 0
     rho = spearmanr(derived[ok], measured[ok]).statistic if varies else np.nan  # undefined for a constant
     return {"n": int(ok.sum()), "median_ratio": float(np.median(r)), "p10_ratio": float(np.quantile(r, 0.1)),
@@ -83,6 +85,9 @@ def ktt_check() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, flo
         "DRAM bytes (read + write)": (prof.dram_bytes,
                                       32 * (df["dram__sectors_read.sum"] + df["dram__sectors_write.sum"])),
         "registers per thread": (prof.registers_per_thread, df["registers"]),
+        "local-memory bytes (loads + stores)": (prof.local_traffic_bytes,
+                                                32 * (df["l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum"]
+                                                      + df["l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"])),
     }
     u = df["INNER_UNROLL_FACTOR"].to_numpy()
     # How nvcc lowered the run-time-indexed energyValue[] (U >= 1), read off the counters: local memory
@@ -99,10 +104,17 @@ def ktt_check() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, flo
     table = pd.DataFrame(rows)
 
     # Uncalibrated analytical times (descriptor counts -> models) against the measured durations.
-    res = analyze(desc, "rtx-2080-ti", pd.DataFrame(params)).summary()
+    analysis = analyze(desc, "rtx-2080-ti", pd.DataFrame(params))
+    res = analysis.summary()
+    # The hierarchical roofline's DRAM traffic: the compulsory bytes plus the local memory L2 cannot hold.
+    dram = 32 * (df["dram__sectors_read.sum"] + df["dram__sectors_write.sum"]).to_numpy(float)
+    model_dram = analysis.terms["hierarchical"]["dram_traffic_bytes"].to_numpy()
+    table = pd.concat([table, pd.DataFrame([{"metric": "DRAM bytes, hierarchical roofline (+ local memory beyond L2)",
+                                             "configs": sub, **agreement(model_dram[mask], dram[mask])}
+                                            for sub, mask in subsets.items()])], ignore_index=True)
     meas_ms = df["duration_us"].to_numpy() / 1e3
     trows = []
-    for col in ("mwp_cwp_ms", "gpuperf_ms", "roofline_ms"):
+    for col in ("mwp_cwp_ms", "gpuperf_ms", "roofline_ms", "hierarchical_ms"):
         for sub, mask in subsets.items():
             trows.append({"model": col[:-3], "configs": sub, **agreement(res[col].to_numpy()[mask], meas_ms[mask])})
     times = pd.DataFrame(trows)

@@ -20,8 +20,10 @@ from hybridperf.sweep import param_columns
 __all__ = ["COUNTER_FIELDS", "DescriptorCheck", "check_descriptor"]
 
 # Counter columns (without the ``counter.`` prefix) that measure a descriptor field under another name:
-# Kernel Tuner's RegisterObserver records num_regs. Counters named like a field (KTT's import) match as is.
-COUNTER_FIELDS = {"num_regs": "registers_per_thread", **{f: f for f in PROFILE_FIELDS}}
+# Kernel Tuner's RegisterObserver records num_regs, this project's recorder local_bytes (the compiled function's
+# local memory per thread). Counters named like a field (KTT's import) match as is.
+COUNTER_FIELDS = {"num_regs": "registers_per_thread", "local_bytes": "local_bytes_per_thread",
+                  **{f: f for f in PROFILE_FIELDS}}
 _MIN_RUNS = 5  # runs a rank correlation needs before it is worth printing
 
 

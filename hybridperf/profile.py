@@ -53,6 +53,12 @@ OPTIONAL_COUNTS: dict[str, str] = {
     "reread_distance_bytes": "dram_bytes",
     "l2_bytes": "dram_bytes + reread_bytes",
     "smem_bytes": "4 * (smem_loads + smem_stores) * threads_per_block * blocks",
+    # Local memory (a thread's own arrays indexed at run time, which nvcc cannot keep in registers):
+    # local_bytes_per_thread is each thread's allocation (what ptxas reports as its stack frame, KTT as
+    # PrivateMemorySize) and local_traffic_bytes the launch's local loads and stores. L2 serves them while the
+    # resident threads' allocations fit in it, DRAM the rest; the hierarchy adds register spills to both.
+    "local_bytes_per_thread": "0",
+    "local_traffic_bytes": "0",
 }
 PROFILE_FIELDS = LAUNCH_KEYS + REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS)
 
@@ -63,7 +69,8 @@ class KernelProfile:
 
     Units: threads, blocks, 32-bit registers per thread, bytes of shared memory per block,
     instructions per thread, ``flops`` per thread, ``dram_bytes``, ``reread_bytes``,
-    ``reread_distance_bytes``, ``l2_bytes`` and ``smem_bytes`` for the whole launch.
+    ``reread_distance_bytes``, ``l2_bytes``, ``smem_bytes`` and ``local_traffic_bytes`` for the whole launch,
+    ``local_bytes_per_thread`` per thread.
     """
 
     threads_per_block: FloatArray
@@ -96,6 +103,8 @@ class KernelProfile:
     reread_distance_bytes: FloatArray
     l2_bytes: FloatArray
     smem_bytes: FloatArray
+    local_bytes_per_thread: FloatArray
+    local_traffic_bytes: FloatArray
 
     @classmethod
     def from_values(cls, **values: Any) -> KernelProfile:

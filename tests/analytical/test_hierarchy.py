@@ -64,6 +64,24 @@ def test_spills_cost_time_and_grow_with_the_excess() -> None:
     assert times[0].time_ms[0] < times[1].time_ms[0] < times[2].time_ms[0]
 
 
+def test_local_arrays_reach_dram_beyond_what_l2_holds_of_the_resident_threads() -> None:
+    # 864 blocks of 256 threads: 8 resident per SM on all 108 SMs, 221,184 resident threads.
+    l2, resident = GPU.l2_cache_kib * 1024, 108 * 8 * 256
+    base = dict(coal_mem_insts=10.0, dram_bytes=1e8, local_traffic_bytes=6e9)
+    fits = hierarchy(_fma_profile(864, local_bytes_per_thread=64.0, **base), GPU)  # 14.2 MB < 40 MiB
+    spills = hierarchy(_fma_profile(864, local_bytes_per_thread=512.0, **base), GPU)  # 113 MB
+    assert fits.dram_traffic_bytes[0] == pytest.approx(1e8)
+    assert fits.l2_traffic_bytes[0] == pytest.approx(1e8 + 6e9)
+    assert spills.dram_traffic_bytes[0] == pytest.approx(1e8 + 6e9 * (1 - l2 / (512 * resident)))
+    assert spills.l2_traffic_bytes[0] == pytest.approx(spills.dram_traffic_bytes[0] + 6e9)
+    assert spills.time_ms[0] > fits.time_ms[0] > hierarchy(_fma_profile(864, coal_mem_insts=10.0, dram_bytes=1e8),
+                                                           GPU).time_ms[0]
+    # Spilled registers share the allocation: 112 spilled registers (448 B) + 64 B thrash like 512 B.
+    both = hierarchy(_fma_profile(864, local_bytes_per_thread=64.0, **base), GPU, spilled_registers=112.0)
+    local = spills.dram_traffic_bytes[0] - 1e8
+    assert both.dram_traffic_bytes[0] - 1e8 == pytest.approx((6e9 + both.spill_bytes[0]) * local / 6e9)
+
+
 @pytest.mark.parametrize("name", ["clblast-xgemm", "neusight-gemm", "kt-convolution"])
 def test_more_ilp_never_slower(name: str) -> None:
     k = load_kernel(name)

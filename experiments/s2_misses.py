@@ -110,6 +110,39 @@ def fixed_cost(rows: pd.DataFrame) -> pd.DataFrame:
             .reset_index().rename(columns={"config.op": "op"}))
 
 
+N_EDGES = [0, 2048, 8192, 32768, 70000]  # NeuSight's N: the reduction length (cuBLAS's k)
+
+
+def linear_throughput(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each GPU's most-run Linear cuBLAS kernel, runs over 3 ms with K <= 2048: median TFLOPS per band of the
+    reduction length N, and at the measured times the hierarchical roofline's instruction power (its energy
+    over the run: the power cap's input) and DRAM traffic over the spec's bandwidth."""
+    from hybridperf.analytical.run import analyze
+    from hybridperf.hardware import load_gpu
+    from hybridperf.kernel import load_kernel
+    from hybridperf.learn.features import descriptor_params
+
+    desc, recs = load_kernel("neusight-gemm"), []
+    lin = rows[(rows["config.op"] == "linear") & (rows["time_ms"] > 3.0) & (rows["size.K"] <= 2048)]
+    for gpu_name, g in lin.groupby("gpu"):
+        g = g[g["info.library_kernel"] == g["info.library_kernel"].value_counts().index[0]].reset_index(drop=True)
+        gpu = load_gpu(gpu_name)
+        hi = analyze(desc, gpu, descriptor_params(desc, g).reset_index(drop=True), models=("hierarchical",)).terms[
+            "hierarchical"]
+        sec = g["time_ms"].to_numpy() * 1e-3
+        tflops = 2.0 * g[["size.M", "size.N", "size.K"]].prod(axis=1).to_numpy() / sec / 1e12
+        band = pd.cut(g["size.N"], N_EDGES).astype(str)
+        rec = {"gpu": gpu_name, "kernel": g["info.library_kernel"].iloc[0], "runs": len(g)}
+        rec.update({f"TFLOPS N in {b}": float(np.median(tflops[band.to_numpy() == b]))
+                    for b in pd.cut(pd.Series(N_EDGES[1:]), N_EDGES).astype(str) if (band == b).any()})
+        rec["instruction W (median)"] = float(np.median(hi["energy_j"].to_numpy() / sec))
+        rec["tdp_w"] = gpu.tdp_w
+        rec["DRAM share of peak (median)"] = float(np.median(hi["dram_traffic_bytes"].to_numpy() / sec
+                                                             / (gpu.dram_bandwidth_gbs * 1e9)))
+        recs.append(rec)
+    return pd.DataFrame(recs)
+
+
 def main() -> None:
     t0 = time.perf_counter()
     rows, feats = _load("neusight-gemm")
@@ -119,7 +152,7 @@ def main() -> None:
         parts.append(one_gpu(rows[m].reset_index(drop=True), feats[m].reset_index(drop=True)))
         print(f"  {gpu}: {time.perf_counter() - t0:.0f} s", flush=True)
     t = pd.concat(parts, ignore_index=True)
-    ops, shifts, fixed = per_op(t), per_shift(t), fixed_cost(rows)
+    ops, shifts, fixed, lt = per_op(t), per_shift(t), fixed_cost(rows), linear_throughput(rows)
     RESULTS.mkdir(parents=True, exist_ok=True)
     atomic_write_text(RESULTS / "s2_misses.csv", shifts.to_csv(index=False))
     text = header("Why NeuSight S2 misses on some GPUs", "python experiments/s2_misses.py") + "\n" + (
@@ -134,6 +167,12 @@ def main() -> None:
         "`log2 shift`: log2 of the size factor of the out-of-domain reason (how far beyond the largest trained "
         "size a row lies; bmm sizes stop at 1025, linear ones reach 65536).\n\n" + md_table(shifts)
         + "\n\n## The fixed cost of each op (tiny problems, B*M*N*K < 2^18)\n\n" + md_table(fixed)
+        + "\n\n## Linear throughput by reduction length\n\n"
+        "Each GPU's most-run Linear kernel, runs over 3 ms with K <= 2048 (all rows, training and test): median "
+        "TFLOPS per band of NeuSight's N (the reduction length), and at the measured times the hierarchical "
+        "roofline's instruction energy per second (what its power cap compares with `tdp_w`) and its DRAM "
+        "traffic as a share of the spec's bandwidth. A GPU whose throughput falls with N while both stay well "
+        "below their limits slows down for a reason the roofline does not model.\n\n" + md_table(lt)
         + f"\n\nRun time {time.perf_counter() - t0:.0f} s.\n")
     atomic_write_text(RESULTS / "s2_misses.md", text)
     print(text)

@@ -16,12 +16,13 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, header, md_table  # noqa: E402
 
-CASES = ("neusight-s2", "neusight-s1", "neusight-s6", "kt-s6", "uci-s5", "clblast-s4", "aiwc-s2", "new-user")
+CASES = ("neusight-s2", "neusight-s1", "neusight-s6", "kt-s6", "ktt-s6", "uci-s5", "clblast-s4", "aiwc-s2", "new-user")
 METRICS = ("mape", "median_ape", "p90_ape", "spearman", "top1", "top5")
 PREVIOUS = "main"
 # Where a case's previous numbers come from when they are not this script run on main before the issue-11 merge.
 PREVIOUS_SOURCE = {
     "neusight-s2": "the results committed on main in d58601a (21 Nov, before issue 11's work)",
+    "ktt-s6": "this script run on 6c7d7ce (27 Nov, before the hierarchical roofline took local memory)",
     "uci-s5": "the results committed on main in cf41f60 (21 Nov, before issue 11's work; seed 0 only, no random "
               "comparison: its mean over seeds is that one seed)"}
 

@@ -104,6 +104,7 @@ def descriptor_template(name: str, data: pd.DataFrame | None = None, description
         'coal_mem_insts = "2"                    # coalesced global loads and stores',
         'uncoal_mem_insts = "0"                  # uncoalesced global loads and stores',
         '# fp_insts = "..."   flops = "..."   smem_insts = "..."   sync_insts = "..."   (see the format doc)',
+        '# local_bytes_per_thread = "..."   local_traffic_bytes = "..."   (a per-thread array indexed at run time)',
         'dram_bytes = "4 * 2 * threads_per_block * blocks"   # bytes the whole launch moves to and from DRAM',
         "",
     ])

@@ -139,3 +139,24 @@ def test_every_descriptor_launches_on_every_gpu() -> None:
             if not (ok & st_.launchable).any() and not small_rf:
                 missing.append(f"{name} on {gpu.name}: {st_.reason[0]}")
     assert not missing
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), name=st.sampled_from(sorted(KERNELS)), gpu=st.sampled_from(GPUS),
+       per_thread=st.floats(0.0, 4096.0), traffic=st.floats(0.0, 1e3))
+def test_local_memory_never_speeds_a_launch_up(data: st.DataObject, name: str, gpu: GPUSpec,
+                                               per_thread: float, traffic: float) -> None:
+    """Local arrays added to any shipped descriptor's launches (``traffic`` bytes per thread and byte of
+    allocation) cost time and never move traffic off DRAM; a larger allocation sends at least as much there."""
+    kernel = KERNELS[name]
+    prof, ok = _profile(kernel, data.draw(config_rows(kernel)))
+    prof = dataclasses.replace(prof, registers_per_thread=np.minimum(prof.registers_per_thread,
+                                                                     gpu.limits.max_registers_per_thread))
+    bytes_ = traffic * per_thread * prof.total_threads
+    runs = [hierarchy(dataclasses.replace(prof, local_bytes_per_thread=np.full(len(prof), b),
+                                          local_traffic_bytes=t), gpu)
+            for b, t in ((0.0, np.zeros_like(bytes_)), (per_thread, bytes_), (2 * per_thread, bytes_))]
+    live = ok & np.isfinite(runs[0].time_ms)
+    for before, after in zip(runs, runs[1:]):
+        assert (after.time_ms[live] >= before.time_ms[live] * (1 - REL)).all()
+        assert (after.dram_traffic_bytes[live] >= before.dram_traffic_bytes[live] * (1 - REL)).all()

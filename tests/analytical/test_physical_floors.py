@@ -146,8 +146,9 @@ def test_every_descriptor_launches_on_every_gpu() -> None:
        per_thread=st.floats(0.0, 4096.0), traffic=st.floats(0.0, 1e3))
 def test_local_memory_never_speeds_a_launch_up(data: st.DataObject, name: str, gpu: GPUSpec,
                                                per_thread: float, traffic: float) -> None:
-    """Local arrays added to any shipped descriptor's launches (``traffic`` bytes per thread and byte of
-    allocation) cost time and never move traffic off DRAM; a larger allocation sends at least as much there."""
+    """Local arrays added to any shipped descriptor's launches (``per_thread`` bytes allocated per thread, each
+    byte accessed ``traffic`` times) cost time and never move traffic off DRAM; twice the allocation with the
+    same accesses sends at least as much there."""
     kernel = KERNELS[name]
     prof, ok = _profile(kernel, data.draw(config_rows(kernel)))
     prof = dataclasses.replace(prof, registers_per_thread=np.minimum(prof.registers_per_thread,

@@ -55,11 +55,18 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.terms:
         _print_terms(res)
     else:
-        params = list(res.kernel.parameters)
-        short = [c for c in [*params, "mwp_cwp_ms", "gpuperf_ms", "scaled_counts_ms", "roofline_ms", "regime",
-                             "limiter", "status", "occupancy", "roofline_bound", "register_spill"]
+        # The parameters the grid varies, then the times (the hierarchical roofline first: the closest to
+        # measured times uncalibrated), then the parameters every row shares: a narrow terminal drops the last.
+        params = [p for p in res.kernel.parameters if p in summary.columns]
+        varying = [p for p in params if summary[p].nunique(dropna=False) > 1]
+        short = [c for c in [*varying, "hierarchical_ms", "hierarchical_limiter", "mwp_cwp_ms", "gpuperf_ms",
+                             "scaled_counts_ms", "roofline_ms", "regime", "limiter", "status", "occupancy",
+                             "roofline_bound", "register_spill", *(p for p in params if p not in varying)]
                  if c in summary.columns]
         print_table(short_regimes(summary), short)
+        shared = [p for p in params if p not in varying]
+        if shared:
+            print_note("every row: " + ", ".join(f"{p}={_value(summary[p].iloc[0])}" for p in shared))
         print_note(_baseline_line(args, res.kernel.name))
         if "scaled-counts" in res.terms:
             print_note("scaled_counts_ms: occupancy-scaled counts (Karan Kumar, NYU report) with adjusting weight 1; "
@@ -72,6 +79,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.output:
         print_note(f"wrote {args.output}")
     return 0
+
+
+def _value(v: Any) -> str:
+    """A parameter value as a user writes it: 256, not 256.0."""
+    try:
+        return format(float(v), "g")
+    except (TypeError, ValueError):
+        return str(v)
 
 
 def _all_terms(res: Any) -> Any:

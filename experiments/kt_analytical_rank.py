@@ -71,6 +71,16 @@ def group_rows(name: str) -> list[dict[str, object]]:
                 pred = np.exp(f[col].to_numpy())
                 row[f"rho_{model}"] = float(spearmanr(pred[use], t[use]).statistic)
                 row[f"ratio_{model}"] = float(np.median(pred[use] / t[use]))
+            # What `rank` without a model lists first: Ryoo's order (efficiency, then utilization, highest
+            # first) against the hierarchical roofline's time; top-k = best measured / best of the k listed first.
+            best, idx = t[use].min(), np.flatnonzero(use)
+            orders = {"ryoo": np.lexsort((-f["ryoo_utilization"].to_numpy()[idx],
+                                          -f["log_ryoo_efficiency"].to_numpy()[idx]))}
+            if "hierarchical" in MODELS:
+                orders["hierarchical"] = np.argsort(f[MODELS["hierarchical"]].to_numpy()[idx], kind="stable")
+            for label, order in orders.items():
+                for k in (1, 5):
+                    row[f"top{k}_{label}"] = float(best / t[idx[order[:k]]].min())
             for c in REGISTER_COUNTERS:
                 if c in part and part[c].notna().any():
                     rec = part[c].to_numpy(np.float64)
@@ -123,6 +133,14 @@ def main(argv: list[str]) -> None:
         "register/shared-memory estimate makes infeasible (launch failures).\n",
         md_table(res[valid_cols]),
     ]
+    tops = [c for c in ("top1_hierarchical", "top5_hierarchical", "top1_ryoo", "top5_ryoo") if c in res]
+    text += ["\n## What to measure first without a model\n",
+             "`hybridperf rank` without a model lists the configurations it keeps in one order; here every ok run of "
+             "each group, in the hierarchical roofline's order (fastest predicted first) and in Ryoo's (efficiency, "
+             "then utilization, highest first): top-k = best measured time / best measured time among the k listed "
+             "first (1.0: the optimum is among them). Medians over the groups: "
+             + ", ".join(f"{c} {res[c].median():.3f}" for c in tops) + ".\n",
+             md_table(res[["dataset", "gpu", "ok", *tops]])]
     if "registers_median_ratio" in res:
         regs = res.dropna(subset=["registers_median_ratio"])[reg_cols]
         text += ["\n## Register estimate against recorded register counts (RegisterObserver num_regs)\n",

@@ -69,8 +69,15 @@ def _print_rank(res: Any) -> None:
     for note in res.notes:
         print_note(f"note: {note}")
     show = short_regimes(predicted_names(res.table)).rename(columns=lambda c: c.removeprefix("config."))
+    # Rank, then the time the rows are ordered by (predicted, with its interval; without a model the hierarchical
+    # roofline's), then the searched parameters: a narrow terminal drops the last columns, and the fixed
+    # parameters are in the note above.
+    cols = [c for c in show.columns if c not in ("index", "efficiency", "utilization", "ood_reason", *res.fixed)]
+    timed = show["pred_ms"].notna().any()
+    times = [c for c in (("pred_ms", "pred_lo_ms", "pred_hi_ms") if timed else ("hierarchical_ms",)) if c in cols]
+    cols = ["rank", *times, *(c for c in cols if c != "rank" and c not in times and (timed or not c.startswith("pred_")))]
     print()
-    print_table(show, [c for c in show.columns if c not in ("index", "efficiency", "utilization", "ood_reason")])
+    print_table(show, cols)
     print_note("tie_with_best: the interval overlaps the best candidate's; measure these rather than trust their "
                "order. on_front / in_top_k: kept by the Pareto front / among the model's top-k fastest predicted")
     if res.table["out_of_domain"].any():

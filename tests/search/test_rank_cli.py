@@ -163,3 +163,18 @@ def test_no_odds_skips_the_chance_and_says_so(model_path, capsys) -> None:
     assert "not computed (asked not to; --odds computes it)" in " ".join(capsys.readouterr().out.split())
     assert main(["rank", "--help"]) == 0
     assert f"{ODDS_MAX_CONFIGS:,}" in " ".join(capsys.readouterr().out.split())  # the help names the real threshold
+
+
+def test_table_leads_with_the_time_it_is_ordered_by(model_path, capsys, monkeypatch) -> None:
+    """Rank, then the predicted time and interval (or without a model the hierarchical roofline's), then the
+    searched parameters; a parameter fixed by --set is in the note, not a column."""
+    monkeypatch.setenv("COLUMNS", "100")
+    assert BASE[-2:] == ["--space", "PAD=0,1"]
+    base = BASE[:-2]  # PAD fixed below instead of searched
+    for argv, first in (([*base, "-m", model_path], ["rank", "pred_ms", "pred_lo_ms", "pred_hi_ms"]),
+                        ([*base], ["rank", "hierarchical_ms"])):
+        assert main([*argv, "--set", "PAD=1"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        header = next(line.split() for line in lines if line.startswith("rank "))
+        assert header[:len(first)] == first and "PAD" not in header and "BX" in header
+        assert any(line.startswith("fixed (not searched): ") and "PAD=1" in line for line in lines)

@@ -97,7 +97,8 @@ PRIOR_NOTES = {
           "they measured gets the mean of its log time relative to each GPU's median, and the share of them where it "
           "failed; the others a booster's prediction from the analytical features (with the GPU datasheet fields, "
           "up to 10,000 rows) and a classifier's failure chance",
-    LOOP_ANALYTICAL: "analytical: the MWP-CWP model's log time, uncalibrated (the descriptor and GPU spec only)",
+    LOOP_ANALYTICAL: "analytical: the hierarchical roofline's log time, uncalibrated (the descriptor and GPU spec "
+                     "only; MWP-CWP's before 28 Nov)",
     LOOP_NONE: "none: no prior; the start is space-filling and the model learns from the runs alone",
 }
 

@@ -55,14 +55,16 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.terms:
         _print_terms(res)
     else:
-        # The parameters the grid varies, then the times (the hierarchical roofline first: the closest to
-        # measured times uncalibrated), then the parameters every row shares: a narrow terminal drops the last.
+        # The parameters the grid varies (and the status, when a row cannot launch), then the times (the
+        # hierarchical roofline first: the closest to measured times uncalibrated), the regime and the occupancy
+        # limiter, then the rest and the parameters every row shares: a narrow terminal drops the last columns.
         params = [p for p in res.kernel.parameters if p in summary.columns]
         varying = [p for p in params if summary[p].nunique(dropna=False) > 1]
-        short = [c for c in [*varying, "hierarchical_ms", "hierarchical_limiter", "mwp_cwp_ms", "gpuperf_ms",
-                             "scaled_counts_ms", "roofline_ms", "regime", "limiter", "status", "occupancy",
-                             "roofline_bound", "register_spill", *(p for p in params if p not in varying)]
-                 if c in summary.columns]
+        status = ["status"] if not res.feasible.all() else []
+        short = [c for c in dict.fromkeys([
+            *varying, *status, "hierarchical_ms", "mwp_cwp_ms", "gpuperf_ms", "regime", "limiter", "status",
+            "hierarchical_limiter", "roofline_ms", "scaled_counts_ms", "occupancy", "roofline_bound",
+            "register_spill", *(p for p in params if p not in varying)]) if c in summary.columns]
         print_table(short_regimes(summary), short)
         shared = [p for p in params if p not in varying]
         if shared:

@@ -207,12 +207,12 @@ def test_bars_only_on_a_terminal_and_not_with_quiet(model_path: str, tmp_path: P
 
 
 def test_analyze_shows_the_varying_parameters_and_every_time_first(columns, capsys) -> None:
-    """A grid over one of ten parameters: that parameter and the hierarchical roofline's time and limiter fit
-    in 100 columns; the nine the rows share go to a note with their values."""
+    """A grid over one of ten parameters: that parameter and the hierarchical roofline's time lead, the nine
+    the rows share go to a note with their values."""
     assert main(["analyze", "--gpu", "rtx-2080-ti", "--kernel", "ktt-coulomb-sum-3d", "--set", "Z_ITERATIONS=32",
                  "--set", "INNER_UNROLL_FACTOR=1,0"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].split()[:3] == ["INNER_UNROLL_FACTOR", "hierarchical_ms", "hierarchical_limiter"]
+    assert lines[1].split()[:3] == ["INNER_UNROLL_FACTOR", "hierarchical_ms", "mwp_cwp_ms"]
     assert lines[3].split()[0] == "1" and lines[4].split()[0] == "0"
     note = " ".join(line.strip() for line in lines if line.startswith(("every row:", "    ")))
     assert "Z_ITERATIONS=32," in note and "grid=256," in note

@@ -10,8 +10,9 @@ import pandas as pd
 from _common import header, md_table
 
 BUDGETS = (10, 20, 30, 50, 100)
-# The loop with each prior (transfer: the other GPUs' sweeps of the kernel; analytical: the hierarchical roofline; none), and
-# random order. LOOP (transfer) is the loop the targets are checked on: every shipped cache has other GPUs.
+# The loop with each prior (transfer: the other GPUs' sweeps of the kernel; analytical: the hierarchical
+# roofline; none), and random order. LOOP (transfer) is the loop the targets are checked on: every shipped
+# cache has other GPUs.
 LOOP, LOOP_ANALYTICAL, LOOP_NONE = ("hybridperf loop (transfer prior)", "hybridperf loop (analytical prior)",
                                     "hybridperf loop (no prior)")
 HP_RANDOM = "hybridperf random"

@@ -203,12 +203,13 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
 
     Local memory: the spills and the descriptor's own local arrays (``local_traffic_bytes`` of loads and
     stores, ``local_bytes_per_thread`` allocated per thread; e.g. an array indexed at run time) go through
-    L2 (the L1 hits of small allocations are not modelled), and a share 1 - L2 / (resident threads x (4 x spilled + ``local_bytes_per_thread``)) of them (clipped
-    to [0, 1], the re-read rule above: every resident thread's allocation is touched between two uses of
-    one) reaches DRAM. On KTT's CoulombSum3d this is what decides the configurations whose energyValue[]
-    nvcc put in local memory (``ktt-coulomb-sum-3d``): the descriptor's local traffic is the recorded local
-    sectors' bytes within 2 % on the RTX 2080 Ti, and without it the model alone ranked the GTX 1070's runs
-    at Spearman 0.14 (experiments/results/kt_analytical_rank.md).
+    L2 (the L1 hits of small allocations are not modelled), and a share 1 - L2 / (resident threads x
+    (4 x spilled + ``local_bytes_per_thread``)) of them (clipped to [0, 1], the re-read rule above: every
+    resident thread's allocation is touched between two uses of one) reaches DRAM. On KTT's CoulombSum3d this
+    is what decides the configurations whose energyValue[] nvcc put in local memory (``ktt-coulomb-sum-3d``):
+    the descriptor's local traffic is the recorded local sectors' bytes within 2 % on the RTX 2080 Ti, and
+    without it the model alone ranked the GTX 1070's runs at Spearman 0.14 (0.905 with it;
+    experiments/results/kt_analytical_rank.md).
 
     Parameters
     ----------

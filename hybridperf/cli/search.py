@@ -75,7 +75,8 @@ def _print_rank(res: Any) -> None:
     cols = [c for c in show.columns if c not in ("index", "efficiency", "utilization", "ood_reason", *res.fixed)]
     timed = show["pred_ms"].notna().any()
     times = [c for c in (("pred_ms", "pred_lo_ms", "pred_hi_ms") if timed else ("hierarchical_ms",)) if c in cols]
-    cols = ["rank", *times, *(c for c in cols if c != "rank" and c not in times and (timed or not c.startswith("pred_")))]
+    rest = [c for c in cols if c != "rank" and c not in times and (timed or not c.startswith("pred_"))]
+    cols = ["rank", *times, *rest]
     print()
     print_table(show, cols)
     print_note("tie_with_best: the interval overlaps the best candidate's; measure these rather than trust their "

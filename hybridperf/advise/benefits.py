@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hybridperf.analytical.hierarchy import LEVELS
 from hybridperf.analytical.mwp_cwp import REGIMES
 from hybridperf.analytical.run import analyze
 from hybridperf.errors import HybridperfError
@@ -47,10 +48,12 @@ def advise(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[s
     ``share_*`` columns are each benefit divided by T_exec (the fraction of the predicted time the
     optimization family could remove at best); ``zone`` is compute- or memory-bound by the
     y = x line of the benefit chart (T_comp vs T'_mem); ``top`` lists the benefits above 5% of
-    T_exec, largest first.
+    T_exec, largest first. Beside them, the hierarchical roofline's time (``hierarchical_ms``), its
+    limiting level (``hierarchical_limiter``), each level's time (``h_<level>_ms``) and the bytes it
+    sends to L2 and DRAM (``l2_gb``, ``dram_gb``; local memory and spills included).
     """
-    res = analyze(kernel, gpu, params, models=["gpuperf", "mwp-cwp"])
-    gp, mc = res.terms["gpuperf"], res.terms["mwp-cwp"]
+    res = analyze(kernel, gpu, params, models=["gpuperf", "mwp-cwp", "hierarchical"])
+    gp, mc, hi = res.terms["gpuperf"], res.terms["mwp-cwp"], res.terms["hierarchical"]
     to_ms = 1.0 / (res.gpu.core_clock_mhz * 1e3)
     t = res.params.copy()
     for col in ("t_exec", "t_comp", "t_mem", "t_overlap", "t_mem_prime", "t_fp", "t_mem_min",
@@ -67,8 +70,28 @@ def advise(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[s
         pairs = sorted(((t[f"share_{b}"].iloc[i], b) for b in BENEFIT_FAMILIES), reverse=True)
         tops.append(",".join(b for s, b in pairs if np.isfinite(s) and s > 0.05))
     t["top"] = tops
+    t["hierarchical_ms"] = hi["time_ms"].to_numpy()
+    t["hierarchical_limiter"] = [LEVELS[int(i)] if ok and i >= 0 else "" for i, ok in zip(hi["limiter"], res.feasible)]
+    for level in _LEVEL_COLUMNS:
+        t[f"h_{level}"] = hi[level].to_numpy()
+    t["l2_gb"] = hi["l2_traffic_bytes"].to_numpy() / 1e9
+    t["dram_gb"] = hi["dram_traffic_bytes"].to_numpy() / 1e9
     t.loc[~res.feasible, "zone"] = "infeasible"
     return Advice(kernel=res.kernel, gpu=res.gpu, table=t, feasible=res.feasible, reason=res.reason)
+
+
+# The hierarchical roofline's per-level times, in the order of LEVELS (the block-launch floor included).
+_LEVEL_COLUMNS = ("issue_ms", "fp32_ms", "sfu_ms", "smem_ms", "lsu_ms", "l2_ms", "dram_ms", "latency_ms", "power_ms",
+                  "block_launch_ms")
+
+
+def _hierarchy_line(r: pd.Series) -> str:
+    """The hierarchical roofline's time, what limits it and the next two levels, and its L2 and DRAM bytes."""
+    levels = sorted(((r[f"h_{c}"], name) for c, name in zip(_LEVEL_COLUMNS, LEVELS) if np.isfinite(r[f"h_{c}"])),
+                    reverse=True)
+    nxt = ", ".join(f"{name} {ms:.4g} ms" for ms, name in levels[1:3] if ms > 0)
+    return (f"  hierarchical roofline {r.hierarchical_ms:.4g} ms, limited by {r.hierarchical_limiter}"
+            f"{f' (next: {nxt})' if nxt else ''}; L2 {r.l2_gb:.3g} GB, DRAM {r.dram_gb:.3g} GB")
 
 
 def format_advice(advice: Advice) -> str:
@@ -87,6 +110,7 @@ def format_advice(advice: Advice) -> str:
         lines.append(f"  T_comp {r.t_comp_ms:.4g} ms, T_mem {r.t_mem_ms:.4g} ms, T_overlap {r.t_overlap_ms:.4g} ms, "
                      f"T'_mem {r.t_mem_prime_ms:.4g} ms; ideal T_fp {r.t_fp_ms:.4g} ms, "
                      f"T_mem_min {r.t_mem_min_ms:.4g} ms")
+        lines.append(_hierarchy_line(r))
         for b, (what, how) in sorted(BENEFIT_FAMILIES.items(), key=lambda kv: -np.nan_to_num(r[f"share_{kv[0]}"])):
             share = r[f"share_{b}"]
             flag = "  <-" if b in r.top.split(",") else ""

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hybridperf.analytical.hierarchy import LEVELS
+from hybridperf.analytical.hierarchy import LEVEL_COLUMNS, LEVELS, limiter_names
 from hybridperf.analytical.mwp_cwp import REGIMES
 from hybridperf.analytical.run import analyze
 from hybridperf.errors import HybridperfError
@@ -71,8 +71,8 @@ def advise(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[s
         tops.append(",".join(b for s, b in pairs if np.isfinite(s) and s > 0.05))
     t["top"] = tops
     t["hierarchical_ms"] = hi["time_ms"].to_numpy()
-    t["hierarchical_limiter"] = [LEVELS[int(i)] if ok and i >= 0 else "" for i, ok in zip(hi["limiter"], res.feasible)]
-    for level in _LEVEL_COLUMNS:
+    t["hierarchical_limiter"] = limiter_names(hi["limiter"], res.feasible)
+    for level in LEVEL_COLUMNS:
         t[f"h_{level}"] = hi[level].to_numpy()
     t["l2_gb"] = hi["l2_traffic_bytes"].to_numpy() / 1e9
     t["dram_gb"] = hi["dram_traffic_bytes"].to_numpy() / 1e9
@@ -80,14 +80,9 @@ def advise(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[s
     return Advice(kernel=res.kernel, gpu=res.gpu, table=t, feasible=res.feasible, reason=res.reason)
 
 
-# The hierarchical roofline's per-level times, in the order of LEVELS (the block-launch floor included).
-_LEVEL_COLUMNS = ("issue_ms", "fp32_ms", "sfu_ms", "smem_ms", "lsu_ms", "l2_ms", "dram_ms", "latency_ms", "power_ms",
-                  "block_launch_ms")
-
-
 def _hierarchy_line(r: pd.Series) -> str:
     """The hierarchical roofline's time, what limits it and the next two levels, and its L2 and DRAM bytes."""
-    levels = sorted(((r[f"h_{c}"], name) for c, name in zip(_LEVEL_COLUMNS, LEVELS) if np.isfinite(r[f"h_{c}"])),
+    levels = sorted(((r[f"h_{c}"], name) for c, name in zip(LEVEL_COLUMNS, LEVELS) if np.isfinite(r[f"h_{c}"])),
                     reverse=True)
     nxt = ", ".join(f"{name} {ms:.4g} ms" for ms, name in levels[1:3] if ms > 0)
     return (f"  hierarchical roofline {r.hierarchical_ms:.4g} ms, limited by {r.hierarchical_limiter}"

@@ -12,11 +12,14 @@ from hybridperf.arrays import FloatArray
 from hybridperf.hardware import GPUSpec
 from hybridperf.profile import KernelProfile
 
-__all__ = ["LEVELS", "HierarchyResult", "hierarchy"]
+__all__ = ["LEVELS", "LEVEL_COLUMNS", "HierarchyResult", "hierarchy", "limiter_names"]
 
 # The resources a launch can be limited by, in the order of HierarchyResult.limiter's codes: those of a wave,
 # then the board's power cap and the SMs' block-launch rate (the whole launch).
 LEVELS = ("issue", "fp32", "sfu", "shared memory", "load/store", "l2", "dram", "latency", "power", "block launch")
+# HierarchyResult's time column of each level, in the order of LEVELS.
+LEVEL_COLUMNS = ("issue_ms", "fp32_ms", "sfu_ms", "smem_ms", "lsu_ms", "l2_ms", "dram_ms", "latency_ms", "power_ms",
+                 "block_launch_ms")
 SECTOR_BYTES = 32.0
 
 
@@ -57,6 +60,11 @@ class HierarchyResult(Terms):
     limiter: npt.NDArray[np.int64]
     bound_ms: FloatArray
     time_ms: FloatArray
+
+
+def limiter_names(codes: npt.ArrayLike, feasible: npt.ArrayLike) -> list[str]:
+    """The level name of each limiter code ('' where the launch is infeasible or has no limiter)."""
+    return [LEVELS[int(i)] if ok and i >= 0 else "" for i, ok in zip(np.asarray(codes), np.asarray(feasible))]
 
 
 def _per_block_cycles(p: KernelProfile, gpu: GPUSpec, st: LaunchState, spill_insts: FloatArray) -> list[FloatArray]:

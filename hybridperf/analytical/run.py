@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hybridperf.analytical.gpuperf import gpuperf
-from hybridperf.analytical.hierarchy import LEVELS, hierarchy
+from hybridperf.analytical.hierarchy import hierarchy, limiter_names
 from hybridperf.analytical.launch import launch_state
 from hybridperf.analytical.mwp_cwp import REGIMES, mwp_cwp
 from hybridperf.analytical.occupancy import occupancy
@@ -76,11 +76,22 @@ class Analysis:
             h = t["hierarchical"]
             out["hierarchical_ms"] = h["time_ms"].to_numpy()
             lim = h["limiter"].to_numpy()
-            out["hierarchical_limiter"] = [LEVELS[int(i)] if ok and i >= 0 else "" for i, ok in zip(lim, self.feasible)]
+            out["hierarchical_limiter"] = limiter_names(lim, self.feasible)
         if self.register_spill.any():
             out["register_spill"] = self.register_spill
         out["status"] = np.where(self.feasible, "ok", "infeasible: " + self.reason.astype(str))
         return out
+
+
+def _per_row(df: pd.DataFrame, ok: np.ndarray) -> pd.DataFrame:
+    """A model's terms with one row per launch (a model whose terms do not vary gives one row: it is repeated),
+    numeric terms NaN where the launch is infeasible; copies only what it changes."""
+    n = len(ok)
+    if len(df) != n:
+        df = df.iloc[np.arange(n) % len(df)].reset_index(drop=True)
+    if not ok.all():
+        df.loc[~ok, df.select_dtypes(include="number").columns] = np.nan
+    return df
 
 
 def analyze(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[str, Any] | pd.DataFrame,
@@ -137,11 +148,6 @@ def analyze(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[
             else:
                 df = ryoo_metrics(prof.ryoo_instr, prof.ryoo_regions, prof.total_threads,
                                   prof.threads_per_block, st.active_blocks_per_sm, gpu.warp_size).to_frame()
-            if len(df) != n:  # a model whose terms do not vary (one row) repeats it for every row
-                df = df.iloc[np.arange(n) % len(df)].reset_index(drop=True)
-            if not ok.all():
-                numeric = df.select_dtypes(include="number").columns
-                df.loc[~ok, numeric] = np.nan
-            terms[m] = df
+            terms[m] = _per_row(df, ok)
     return Analysis(kernel=kernel, gpu=gpu, params=full, feasible=ok, reason=reason.astype(str), terms=terms,
                     profile=prof, register_spill=np.broadcast_to(spill, (n,)).copy())

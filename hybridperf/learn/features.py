@@ -9,7 +9,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from hybridperf.analytical.hierarchy import LEVELS
+from hybridperf.analytical.hierarchy import LEVEL_COLUMNS, LEVELS
 from hybridperf.analytical.run import MODELS, TIME_MODELS, analyze
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
@@ -106,12 +106,10 @@ def _hierarchy_features(hi: pd.DataFrame, prof: Any, gpu: GPUSpec) -> dict[str, 
     the time, the limiting level, waves and tail, L2 reuse, spills, and the kernel's intensities over the
     GPU's (NeuSight's insight: workload per SM over hardware per SM transfers across GPUs)."""
     time = hi.time_ms.to_numpy()
-    cols = {"issue": "issue_ms", "fp32": "fp32_ms", "sfu": "sfu_ms", "shared memory": "smem_ms",
-            "load/store": "lsu_ms", "l2": "l2_ms", "dram": "dram_ms", "latency": "latency_ms", "power": "power_ms"}
     # The block-launch floor has no share column of its own (the limiter code and the bound carry it): it is
     # set on few specs, and one more column reshuffles the boosters' column sampling on every dataset.
-    f = {f"h_share_{cols[level].removesuffix('_ms')}": hi[cols[level]].to_numpy() / time for level in LEVELS
-         if level in cols}
+    f = {f"h_share_{col.removesuffix('_ms')}": hi[col].to_numpy() / time for level, col in zip(LEVELS, LEVEL_COLUMNS)
+         if level != "block launch"}
     flops = prof.flops * prof.total_threads
     dram = hi.dram_traffic_bytes.to_numpy()
     f.update({

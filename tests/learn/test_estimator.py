@@ -156,3 +156,23 @@ def test_transfer_needs_a_kernel_seen_on_two_gpus_and_survives_the_state_round_t
     back = HybridRegressor.from_dict(json.loads(json.dumps(est.to_dict(), allow_nan=False)))
     np.testing.assert_array_equal(back.predict(X), est.predict(X))
     assert back.transfer and back.transfer_regressor_ is not None
+
+
+def test_held_out_rows_of_a_gpu_the_split_never_trained_are_predicted_as_a_model_of_that_split_would() -> None:
+    # The leave-GPU-out scores of the intervals must measure the predictor a GPU without runs gets: the transfer
+    # fit. A fresh estimator fitted on the split's training rows is the independent reference.
+    X, y = _gpus(n_per=80)
+    kw = dict(regressor=XGBRegressor(n_estimators=30, max_depth=3, n_jobs=1, random_state=0), baseline_column=0,
+              coverage=None, group_columns=[2, 3], transfer=True)
+    est = HybridRegressor(**kw).fit(X, y)
+    held = X[:, 2] == 12.0
+    split = [(np.flatnonzero(~held), np.flatnonzero(held))]
+    ref = HybridRegressor(**kw).fit(X[~held], y[~held])
+    assert ref.transfer_regressor_ is not None
+    np.testing.assert_allclose(est.held_out_log_predict(X, y, split)[held], np.log(ref.predict(X[held])), rtol=1e-9)
+    # A split whose test rows' GPUs it trained on keeps the main fit's prediction.
+    part = np.flatnonzero(held)[::2]
+    rest = np.setdiff1d(np.arange(len(y)), part)
+    ref = HybridRegressor(**kw).fit(X[rest], y[rest])
+    np.testing.assert_allclose(est.held_out_log_predict(X, y, [(rest, part)])[part], np.log(ref.predict(X[part])),
+                               rtol=1e-9)

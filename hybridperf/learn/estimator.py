@@ -244,6 +244,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         w = self._fit_weights(X, target, w)
         levels, glob = fit_offsets([X[:, j] for j in idx[1:]], target, w, self._base(X),
                                    affine=self.calibration == "affine")
+        glob = self._unseen_offset(X, target, w, glob)  # it too serves only kernels never trained
         off = apply_offsets([X[:, j] for j in idx[1:]], levels, glob, self._base(X))
         return levels, glob, self._fit_one(self._without_first_group(X), target - off, w)
 
@@ -368,6 +369,19 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
                         w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         return held_out_parts(splits, X, target, w, self._fit_core, self._offsets)
 
+    def _unseen_offset(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None, glob: float) -> float:
+        """The overall offset, which serves only rows of groups never trained (kernels): with
+        ``unseen_baseline_column``, the mean log residual of that column (the baseline such rows are predicted
+        from) over every training row, not the mean of the rows' own baselines (a kernel whose baseline needs
+        calibration, e.g. scaled counts at 1e-5x, pulled a recorded GH100 model's unseen kernels 90x too fast);
+        ``glob`` unchanged without it."""
+        if self.unseen_baseline_column is None:
+            return glob
+        fb = self._indices([self.unseen_baseline_column])[0]
+        resid = target + self._base(X) - X[:, fb]
+        ok = np.isfinite(resid)
+        return float(np.average(resid[ok], weights=None if w is None else w[ok])) if ok.any() else glob
+
     def _fit_core(self, X: np.ndarray, target: np.ndarray,
                   w: np.ndarray | None) -> tuple[list[GroupTable], float, Any]:
         """Group offsets, overall offset and the residual regressor for one training set."""
@@ -379,16 +393,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         if use_offsets:
             groups = [X[:, j] for j in self._group_indices()]
             levels, glob = fit_offsets(groups, target, w, self._base(X), affine=self.calibration == "affine")
-            if self.unseen_baseline_column is not None:
-                # The overall offset serves only rows of groups never trained (kernels), which are predicted
-                # from the unseen-kernel baseline: its own mean log residual over every training row, not the
-                # mean of the rows' own baselines (a kernel whose baseline needs calibration, e.g. scaled counts
-                # at 1e-5x, pulled a recorded GH100 model's unseen kernels 90x too fast).
-                fb = self._indices([self.unseen_baseline_column])[0]
-                resid = target + self._base(X) - X[:, fb]
-                ok = np.isfinite(resid)
-                if ok.any():
-                    glob = float(np.average(resid[ok], weights=None if w is None else w[ok]))
+            glob = self._unseen_offset(X, target, w, glob)
         reg = None
         if self.mode in ("hybrid", "boosting"):
             reg = self._fit_one(X, target - self._offsets(X, levels, glob), w)

@@ -50,19 +50,23 @@ def outside_training_range(X: FloatArray, mask: BoolArray, low: FloatArray, high
 
 
 def with_fixed_sigma(sigma: FloatArray, reasons: pd.DataFrame, unseen_gpu: float | None,
-                     few_runs: float | None = None, beyond_sizes: float | None = None) -> FloatArray:
-    """``sigma`` with ``unseen_gpu`` for the rows whose main shift is a GPU never trained on, ``few_runs`` for
-    those of a GPU with few training runs and at least ``beyond_sizes`` for the other rows beyond the trained
-    sizes (each unchanged where None). On a GPU whose fields it never saw the difficulty model extrapolates; on
+                     few_runs: float | None = None, beyond_sizes: float | None = None,
+                     unseen_kernel: float | None = None) -> FloatArray:
+    """``sigma`` with ``unseen_gpu`` for the rows whose main shift is a GPU never trained on, ``unseen_kernel``
+    for those of a kernel never trained, ``few_runs`` for those of a GPU with few training runs and at least
+    ``beyond_sizes`` for the other rows beyond the trained sizes (each unchanged where None). On a GPU or a
+    kernel whose fields and ids it never saw the difficulty model extrapolates; on
     one with few runs it rests on a handful of residuals, which differ between the cross-fitted estimate a
     calibration score is divided by and the final one a prediction is; beyond the trained sizes it repeats the
     difficulty of the largest trained sizes, which says nothing of how far a prediction extrapolates (see
     ConformalIntervals)."""
-    if unseen_gpu is None and few_runs is None and beyond_sizes is None:
+    if unseen_gpu is None and few_runs is None and beyond_sizes is None and unseen_kernel is None:
         return sigma
     prim = primary_shift(reasons)
     if unseen_gpu is not None:
         sigma = np.where(prim == "gpu", unseen_gpu, sigma)
+    if unseen_kernel is not None:
+        sigma = np.where(prim == "kernel", unseen_kernel, sigma)
     if few_runs is not None:
         sigma = np.where(prim == "few", few_runs, sigma)
     if beyond_sizes is not None:
@@ -144,7 +148,13 @@ class ConformalIntervals:
     the model never trained on (primary ``gpu``) takes ``sigma_unseen_gpu`` instead, in calibration and
     in prediction, where it is set: the training rows' median difficulty. The difficulty model has never
     seen that GPU's fields, so its estimate there is an extrapolation (on NeuSight S6 it made the
-    held-out GPU's intervals 4-131x wide where its errors were like the training GPUs'). A row on a GPU
+    held-out GPU's intervals 4-131x wide where its errors were like the training GPUs'). A row of a kernel never
+    trained (primary ``kernel``) takes ``sigma_unseen_kernel`` (the same median) for the same reason: the
+    difficulty model has never seen its id or its parameters (the shipped default model gave the docs/own-kernel.md
+    convolution on the A100 and the RTX A4000, 90th-percentile APE 183-329 %, intervals of hi/lo 40-166: the
+    leave-kernel-out scores, most of them NeuSight GEMM's divided by its small in-domain difficulty, times the
+    convolution's own, extrapolated; with the median, hi/lo 6.1 covering 61-68 %: that kernel is harder to predict
+    than any of the nine the fits left out, whose 90 % quantiles of |log error| are 0.37-0.89). A row on a GPU
     with few training runs (primary ``few``) likewise takes ``sigma_few_runs`` (the same median): the
     difficulty model learns that GPU from a handful of residuals, so the cross-fitted difficulty that
     divides its calibration scores and the final one that scales its intervals disagree (CLBlast S4, RTX
@@ -190,6 +200,7 @@ class ConformalIntervals:
     sigma_unseen_gpu: float | None = None
     sigma_few_runs: float | None = None
     sigma_beyond_sizes: float | None = None
+    sigma_unseen_kernel: float | None = None
     _cache: dict[Any, float] = field(default_factory=dict, compare=False, repr=False)
 
     def sigma(self, X: Any, reasons: pd.DataFrame | None = None) -> FloatArray:
@@ -206,7 +217,8 @@ class ConformalIntervals:
         sigma = np.exp(np.clip(self.difficulty.predict(Xd), -20.0, 20.0))
         if reasons is None:
             return sigma
-        return with_fixed_sigma(sigma, reasons, self.sigma_unseen_gpu, self.sigma_few_runs, self.sigma_beyond_sizes)
+        return with_fixed_sigma(sigma, reasons, self.sigma_unseen_gpu, self.sigma_few_runs, self.sigma_beyond_sizes,
+                                self.sigma_unseen_kernel)
 
     def quantile(self, name: str, coverage: float, min_bin: int | None = None) -> float:
         """The normalised score quantile of one bin: inf when it has fewer than ``min_bin`` (default:
@@ -367,7 +379,7 @@ class ConformalIntervals:
                 "shift_ref": {k: float(v) for k, v in sorted(self.shift_ref.items())}, "min_bin": self.min_bin,
                 "difficulty": booster_to_json(self.difficulty), "difficulty_columns": list(self.difficulty_columns),
                 "sigma_unseen_gpu": self.sigma_unseen_gpu, "sigma_few_runs": self.sigma_few_runs,
-                "sigma_beyond_sizes": self.sigma_beyond_sizes}
+                "sigma_beyond_sizes": self.sigma_beyond_sizes, "sigma_unseen_kernel": self.sigma_unseen_kernel}
 
     @classmethod
     def from_dict(cls, doc: Any, n_features: int) -> ConformalIntervals:
@@ -387,7 +399,7 @@ class ConformalIntervals:
             raise ModelFileError("model file intervals name difficulty columns outside the features; retrain it")
         difficulty = None if doc.get("difficulty") is None else booster_from_json(doc["difficulty"], len(cols))
         fixed = {}
-        for key in ("sigma_unseen_gpu", "sigma_few_runs", "sigma_beyond_sizes"):
+        for key in ("sigma_unseen_gpu", "sigma_few_runs", "sigma_beyond_sizes", "sigma_unseen_kernel"):
             v = doc.get(key)  # absent in files written before it: the row's own difficulty
             if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < np.inf):
                 raise ModelFileError(f"model file intervals hold a malformed {key}; retrain the model")

@@ -171,6 +171,7 @@ _INTERVALS = _obj({
     "sigma_unseen_gpu": {"oneOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}]},
     "sigma_few_runs": {"oneOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}]},
     "sigma_beyond_sizes": {"oneOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}]},
+    "sigma_unseen_kernel": {"oneOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}]},
 }, required=["scores"])
 
 _METADATA = _obj({

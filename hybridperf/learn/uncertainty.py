@@ -233,7 +233,7 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     cols = tuple(i for i, c in enumerate(X.columns) if str(c).startswith(DIFFICULTY_PREFIXES))
     difficulty, sigma = fit_difficulty(X.to_numpy(dtype=np.float64)[:, list(cols)], r, random_state)
     fixed = float(np.median(sigma)) if difficulty is not None else None  # see ConformalIntervals
-    row_sigma = with_fixed_sigma(sigma[table["row"].to_numpy(dtype=int)], table, fixed, fixed, fixed)
+    row_sigma = with_fixed_sigma(sigma[table["row"].to_numpy(dtype=int)], table, fixed, fixed, fixed, fixed)
     score = np.abs(table["residual"].to_numpy()) / row_sigma
     shift = np.log2(np.maximum(table["ood_size_factor"].to_numpy(dtype=np.float64), 1.0))
     keys = bin_keys(table, rows["kernel"].iloc[table["row"].to_numpy(dtype=int)].reset_index(drop=True))
@@ -245,4 +245,5 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     scores = {str(k): np.sort(g["score"].to_numpy()) for k, g in flat.groupby("key")}
     refs = {str(k): float(np.median(g["shift"])) for k, g in flat[flat["shift"] > 1e-9].groupby("key")}
     return ConformalIntervals(scores=scores, shift_ref=refs, difficulty=difficulty, difficulty_columns=cols,
-                              sigma_unseen_gpu=fixed, sigma_few_runs=fixed, sigma_beyond_sizes=fixed)
+                              sigma_unseen_gpu=fixed, sigma_few_runs=fixed, sigma_beyond_sizes=fixed,
+                              sigma_unseen_kernel=fixed)

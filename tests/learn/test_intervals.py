@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from hybridperf.learn.domain import REASON_COLUMNS
-from hybridperf.learn.intervals import ConformalIntervals, conformal_half_width
+from hybridperf.learn.intervals import ConformalIntervals, conformal_half_width, with_fixed_sigma
 from hybridperf.learn.model import predict_rows, train_model
 
 
@@ -231,3 +231,18 @@ def test_the_open_last_band_grows_beyond_its_own_scores() -> None:
     factors = np.geomspace(8.01, 1024.0, 20)
     hw = ci.half_width(np.zeros((20, 1)), _reasons(20, ood_size_factor=factors), pd.Series(["k"] * 20), 0.9)
     assert (np.diff(hw) >= -1e-12).all()
+
+
+def test_a_kernel_never_trained_takes_its_own_fixed_difficulty() -> None:
+    """The difficulty model never saw an unseen kernel's id or parameters: its rows get sigma_unseen_kernel, both in
+    prediction and (through with_fixed_sigma) in the calibration scores of the leave-kernel-out fits."""
+    ci = ConformalIntervals(scores=_intervals().scores, difficulty=_LogSigmaIsColumn0(), difficulty_columns=(0,),
+                            sigma_unseen_gpu=0.5, sigma_unseen_kernel=0.125)
+    X = np.log(np.array([[4.0], [4.0], [4.0]]))
+    r = _reasons(3, ood_gpu=np.array([False, True, True]), ood_kernel=np.array([False, False, True]))
+    hw = ci.half_width(X, r, pd.Series(["k"] * 3), 0.9)
+    assert hw[0] == pytest.approx(ci.quantile("seen|0", 0.9) * 4.0)
+    assert hw[1] == pytest.approx(ci.quantile("gpu|0", 0.9) * 0.5)
+    assert hw[2] == pytest.approx(ci.quantile("kernel|0", 0.9) * 0.125)
+    np.testing.assert_allclose(with_fixed_sigma(np.full(3, 4.0), r, 0.5, None, None, 0.125), [4.0, 0.5, 0.125])
+    _check_fixed_sigma_in_files("sigma_unseen_kernel", 0.125)

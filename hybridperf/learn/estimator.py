@@ -89,9 +89,10 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         first-column group and the stacking weight are fitted unweighted.
     unseen_baseline_column : str, optional
         The column of the baseline that rows of groups never trained (a kernel with no runs) are predicted
-        from (the features' fallback). The overall offset ``offset_``, which only those rows use, is then
-        that column's mean log residual over every training row, rather than the mean residual of each row
-        against its own baseline (which mixes in the calibration of baselines such rows never use).
+        from (the features' fallback). The overall offsets ``offset_`` and ``transfer_offset_``, which only
+        those rows use, are then that column's mean log residual over every training row, rather than the mean
+        residual of each row against its own baseline (which mixes in the calibration of baselines such rows
+        never use).
 
     Attributes
     ----------

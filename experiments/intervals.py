@@ -1,7 +1,8 @@
 """Interval coverage and sharpness per split and GPU: adaptive (Mondrian, normalised) vs constant-width conformal.
 
 Targets (EVALUATION.md, issue 12): nominal 90% intervals cover 85-95% and nominal 80% cover 75-85% on S1,
-S2 (NeuSight per GPU, seed 004, AIWC), S4 (each held-out GPU) and S6 (each GPU with no runs in training),
+S2 (NeuSight per GPU, seed 004, AIWC), S4 (each held-out GPU) and S6 (each GPU with no runs in training:
+NeuSight GEMM and Kernel Tuner convolution),
 per GPU; on S1 the median hi/lo ratio stays <= 1.5. Sharpness, beside coverage: the median hi/lo ratio and
 the mean interval (Winkler) score in log space (lower is better) of each level, for the product's adaptive
 intervals and for the constant-width split-conformal interval of the estimator (``plain_*``: one width from
@@ -70,6 +71,8 @@ def cases() -> Iterator[Case]:
         yield "neusight", "S1", gpu, lambda g=gpu: _neusight().query("gpu == @g"), {}
     for gpu in gemm_gpus:
         yield "neusight", "S6", gpu, _neusight, {"holdout": gpu}
+    for gpu in sorted(load_dataset("kt-convolution").gpu.unique()):
+        yield "kt-convolution", "S6", gpu, lambda: load_dataset("kt-convolution"), {"holdout": gpu}
     yield "new-user", "default", "each", new_user_rows, {}
 
 

@@ -205,9 +205,9 @@ class ConformalIntervals:
 
     def sigma(self, X: Any, reasons: pd.DataFrame | None = None) -> FloatArray:
         """The difficulty estimate of each row of the design matrix ``X`` (with the rows' out-of-domain
-        ``reasons``: ``sigma_unseen_gpu`` for the rows of a GPU never trained on, ``sigma_few_runs`` for those of
-        a GPU with few training runs and at least ``sigma_beyond_sizes`` for the other rows beyond the trained
-        sizes, where set)."""
+        ``reasons``: ``sigma_unseen_gpu`` for the rows of a GPU never trained on, ``sigma_unseen_kernel`` for those
+        of a kernel never trained, ``sigma_few_runs`` for those of a GPU with few training runs and at least
+        ``sigma_beyond_sizes`` for the other rows beyond the trained sizes, where set)."""
         n = X.shape[0]
         if self.difficulty is None:
             return np.ones(n)

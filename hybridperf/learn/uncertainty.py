@@ -171,7 +171,8 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
     of the row with respect to its fit's training rows (the ``few`` fits' rows show few runs: their
     GPU keeps four fifths of them).
 
-    A kernel left out is predicted as a kernel never trained is: from the fallback baseline's column
+    A kernel left out (by any fit: a leave-GPU-out fold can hold out every kernel of its GPUs) is predicted as a
+    kernel never trained is: from the fallback baseline's column
     ``unseen_baseline`` (the model's ``features.baseline_``), not from its own baseline, which was chosen
     on its own runs. Without that, the fits held out the two matmuls of the recorded GH100 runs with their
     scaled-counts baseline (seed 004's counts, meaningful only once calibrated) and scored 3.6e5x errors
@@ -192,13 +193,20 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
             "kernel": list(enumerate(_group_splits(rows["kernel"].astype(str).to_numpy(), rng))),
             "few": list(enumerate(_few_runs_splits(rows, rng))),
             "frontier": list(enumerate(_frontier_splits(rows, rng)))}
+    kernels = rows["kernel"].astype(str).to_numpy()
+    pairs = pd.factorize(pd.Series(kernels) + "\0" + rows["gpu"].astype(str))[0]
     for family, splits in fits.items():
         for skip, (tr, te) in splits:
-            reused = family == "forward" and skip == 1 and reuse is not None
+            # Test rows of a kernel the split never trained, whatever held it out (a leave-GPU-out fold can hold
+            # out every kernel of its GPUs), are predicted from the fallback baseline, as such a kernel is.
+            lost = te[~np.isin(kernels[te], kernels[tr])]
+            # The fit's own forward predictions never took the transfer path: reuse them only without new groups.
+            reused = (family == "forward" and skip == 1 and reuse is not None and not len(lost)
+                      and np.isin(pairs[te], pairs[tr]).all())
             Xf = X
-            if family == "kernel" and unseen_baseline is not None and BASELINE_COLUMN in X.columns:
+            if len(lost) and unseen_baseline is not None and BASELINE_COLUMN in X.columns:
                 Xf = X.copy()
-                Xf.iloc[te, Xf.columns.get_loc(BASELINE_COLUMN)] = X[unseen_baseline].to_numpy()[te]
+                Xf.iloc[lost, Xf.columns.get_loc(BASELINE_COLUMN)] = X[unseen_baseline].to_numpy()[lost]
             pred = reuse if reused else est.held_out_log_predict(Xf, y, [(tr, te)])
             parts.append((family, te, logy[te] - pred[te], _reasons(rows, regimes, tr, te, size_cols)))
     frames = [r.reset_index(drop=True).assign(row=te, family=fam, residual=res) for fam, te, res, r in parts]

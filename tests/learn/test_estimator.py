@@ -176,3 +176,49 @@ def test_held_out_rows_of_a_gpu_the_split_never_trained_are_predicted_as_a_model
     ref = HybridRegressor(**kw).fit(X[rest], y[rest])
     np.testing.assert_allclose(est.held_out_log_predict(X, y, [(rest, part)])[part], np.log(ref.predict(X[part])),
                                rtol=1e-9)
+
+
+def _kernels_on_gpus(n_per: int = 60, seed: int = 1):
+    """Two kernels on four GPUs: columns baseline, fallback baseline, hardware feature, (kernel, GPU) id, kernel id."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k, scale in enumerate((1.0, 1e-5)):  # kernel 1's own baseline needs calibration (scaled counts)
+        for g, h in enumerate([0.0, 1.0, 1.1, 3.0]):
+            size = np.exp(rng.uniform(np.log(1e3), np.log(1e6), n_per))
+            fallback = 1.5 * np.log(size)
+            y = np.exp(fallback + 0.6 * h + 0.2 * k + rng.normal(0, 0.02, n_per))
+            rows.append(np.column_stack([fallback + np.log(scale), fallback, np.full(n_per, h),
+                                         np.full(n_per, 10.0 * k + g), np.full(n_per, float(k)), y]))
+    data = np.vstack(rows)
+    return data[:, :5], data[:, 5]
+
+
+def test_the_transfer_fits_overall_offset_is_the_fallback_baselines_as_the_main_fits_is() -> None:
+    # Both overall offsets serve only kernels never trained, which are predicted from the fallback baseline.
+    X, y = _kernels_on_gpus()
+    est = HybridRegressor(regressor=XGBRegressor(n_estimators=20, max_depth=3, n_jobs=1), baseline_column=0,
+                          coverage=None, group_columns=[3, 4], transfer=True, unseen_baseline_column=1).fit(X, y)
+    assert est.transfer_regressor_ is not None
+    expected = float(np.mean(np.log(y) - X[:, 1]))  # uniform weights: the plain mean over every training row
+    assert est.offset_ == pytest.approx(expected) and est.transfer_offset_ == pytest.approx(expected)
+
+
+def test_held_out_rows_of_a_kernel_the_split_never_trained_take_the_overall_residual_weight() -> None:
+    # A model gives a kernel it never trained the overall residual weight; a held-out fit that left the kernel out
+    # must not use the weight learned from that kernel's own residuals.
+    X, y = _kernels_on_gpus()
+    est = HybridRegressor(regressor=XGBRegressor(n_estimators=20, max_depth=3, n_jobs=1), baseline_column=0,
+                          coverage=None, group_columns=[3, 4], transfer=True).fit(X, y)
+    held = X[:, 4] == 1.0
+    split = [(np.flatnonzero(~held), np.flatnonzero(held))]
+    est.residual_weight_ = 1.0
+    est.residual_weights_ = {0.0: 1.0, 1.0: 0.0}
+    with_own = est.held_out_log_predict(X, y, split)[held]
+    est.residual_weights_ = {0.0: 1.0}
+    np.testing.assert_array_equal(with_own, est.held_out_log_predict(X, y, split)[held])
+    # and a trained kernel keeps its own weight
+    part = np.flatnonzero(held)[::3]
+    rest = np.setdiff1d(np.arange(len(y)), part)
+    a = est.held_out_log_predict(X, y, [(rest, part)])[part]
+    est.residual_weights_ = {0.0: 1.0, 1.0: 0.0}
+    assert not np.allclose(a, est.held_out_log_predict(X, y, [(rest, part)])[part])

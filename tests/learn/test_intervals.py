@@ -113,6 +113,8 @@ def test_coverage_holds_on_sizes_the_calibration_never_saw() -> None:
     data = _synthetic_sweep()
     train, test = data[data["size.N"] <= 2**22], data[data["size.N"] > 2**22]  # up to 16x beyond
     model = train_model(train, booster_params={"n_estimators": 60})
+    ci = model.intervals  # a kernel never trained takes the training rows' median difficulty, as a new GPU does
+    assert ci.sigma_unseen_kernel is not None and ci.sigma_unseen_kernel == ci.sigma_unseen_gpu
     pred = predict_rows(model, test, coverage=0.9)
     y = test["time_ms"].to_numpy()
     inside = (y >= pred.lo_ms.to_numpy()) & (y <= pred.hi_ms.to_numpy())

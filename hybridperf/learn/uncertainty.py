@@ -188,14 +188,15 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
             te, tr = np.flatnonzero(fold == k), np.flatnonzero(fold != k)
             parts.append(("random", te, logy[te] - held["random"][te], _reasons(rows, regimes, tr, te, size_cols)))
     reuse = _reused_forward(est, groups)
+    names, gpus = rows["kernel"].astype(str), rows["gpu"].astype(str)
     fits = {"forward": _forward_top_splits(_size_bands(rows, groups), rng),
-            "gpu": list(enumerate(_group_splits(rows["gpu"].astype(str).to_numpy(), rng))),
-            "kernel": list(enumerate(_group_splits(rows["kernel"].astype(str).to_numpy(), rng))),
+            "gpu": list(enumerate(_group_splits(gpus.to_numpy(), rng))),
+            "kernel": list(enumerate(_group_splits(names.to_numpy(), rng))),
             "few": list(enumerate(_few_runs_splits(rows, rng))),
             "frontier": list(enumerate(_frontier_splits(rows, rng)))}
     # Integer codes: np.isin over object arrays of names took 100 s of a 4-minute training of the default model.
-    kernels = pd.factorize(rows["kernel"].astype(str))[0]
-    pairs = pd.factorize(rows["kernel"].astype(str) + "\0" + rows["gpu"].astype(str))[0]
+    kernels = pd.factorize(names)[0]
+    pairs = pd.factorize(names + "\0" + gpus)[0]
     for family, splits in fits.items():
         for skip, (tr, te) in splits:
             # Test rows of a kernel the split never trained, whatever held it out (a leave-GPU-out fold can hold

@@ -138,6 +138,15 @@ def _is_path(text: str) -> bool:
         or Path(text).is_file()
 
 
+def _known(text: str, known: Mapping[str, KernelDescriptor]) -> KernelDescriptor | None:
+    """The copy ``known`` keeps under ``text``, or the one copy answering to that name: a copy kept under its
+    file's path (rows that named the kernel by path) is found by its name too."""
+    if text in known:
+        return known[text]
+    named = [k for k in known.values() if text in _names(k)]
+    return named[0] if len({k.sha256 for k in named}) == 1 else None
+
+
 def load_kernel(name_or_path: str | Path | KernelDescriptor,
                 known: Mapping[str, KernelDescriptor] | None = None) -> KernelDescriptor:
     """A descriptor by TOML path, or by name or alias: registered ones first, then ``known`` (e.g. the
@@ -151,8 +160,9 @@ def load_kernel(name_or_path: str | Path | KernelDescriptor,
         if not p.is_file():
             raise UnknownKernelError(f"kernel descriptor file {text!r} does not exist; check the path")
         return _parse(p)
-    if known and text in known and text not in _REGISTERED:
-        return known[text]
+    kept = _known(text, known) if known and text not in _REGISTERED else None
+    if kept is not None:
+        return kept
     kernels = [k for _, k in available_kernels()]
     for k in kernels:
         if text in _names(k):

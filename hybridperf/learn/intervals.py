@@ -201,6 +201,9 @@ class ConformalIntervals:
     sigma_few_runs: float | None = None
     sigma_beyond_sizes: float | None = None
     sigma_unseen_kernel: float | None = None
+    # Per kernel, how often the model's predicted-fastest share of a group held its fastest held-out run
+    # (:func:`hybridperf.learn.shortlist.held_out_hit_curves`): the odds `rank` states for its shortlist.
+    shortlist_hits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     _cache: dict[Any, float] = field(default_factory=dict, compare=False, repr=False)
 
     def sigma(self, X: Any, reasons: pd.DataFrame | None = None) -> FloatArray:
@@ -379,7 +382,9 @@ class ConformalIntervals:
                 "shift_ref": {k: float(v) for k, v in sorted(self.shift_ref.items())}, "min_bin": self.min_bin,
                 "difficulty": booster_to_json(self.difficulty), "difficulty_columns": list(self.difficulty_columns),
                 "sigma_unseen_gpu": self.sigma_unseen_gpu, "sigma_few_runs": self.sigma_few_runs,
-                "sigma_beyond_sizes": self.sigma_beyond_sizes, "sigma_unseen_kernel": self.sigma_unseen_kernel}
+                "sigma_beyond_sizes": self.sigma_beyond_sizes, "sigma_unseen_kernel": self.sigma_unseen_kernel,
+                "shortlist_hits": {k: {f: [float(x) for x in v[f]] for f in ("q", "p", "groups")}
+                                   for k, v in sorted(self.shortlist_hits.items())}}
 
     @classmethod
     def from_dict(cls, doc: Any, n_features: int) -> ConformalIntervals:
@@ -406,7 +411,29 @@ class ConformalIntervals:
             fixed[key] = None if v is None else float(v)
         return cls(scores=scores, shift_ref={str(k): float(v) for k, v in refs.items()}, difficulty=difficulty,
                    difficulty_columns=tuple(cols), min_bin=int(doc.get("min_bin", 30)),
-                   **fixed)
+                   shortlist_hits=_shortlist_hits(doc.get("shortlist_hits", {})), **fixed)
+
+
+def _shortlist_hits(doc: Any) -> dict[str, dict[str, list[float]]]:
+    """The ``shortlist_hits`` of a model file (absent in files written before them: no curves), checked."""
+    from hybridperf.learn.persist import ModelFileError
+
+    if not isinstance(doc, dict):
+        raise ModelFileError("model file intervals hold malformed shortlist_hits; retrain the model")
+    out = {}
+    for kernel, curve in doc.items():
+        try:
+            q, p, n = (np.asarray(curve[f], dtype=np.float64) for f in ("q", "p", "groups"))
+        except (KeyError, TypeError, ValueError):
+            raise ModelFileError(f"model file shortlist_hits of {kernel!r} are malformed; retrain the model") from None
+        ok = (q.ndim == 1 and 0 < len(q) == len(p) == len(n) and np.all(np.isfinite(q) & np.isfinite(p))
+              and np.all((q > 0) & (q <= 1) & (p >= 0) & (p <= 1)) and np.all(np.diff(q) > 0)
+              and np.all(np.diff(p) >= 0))
+        if not ok:
+            raise ModelFileError(f"model file shortlist_hits of {kernel!r} are not increasing shares with "
+                                 "non-decreasing chances in [0, 1]; retrain the model")
+        out[str(kernel)] = {"q": q.tolist(), "p": p.tolist(), "groups": n.tolist()}
+    return out
 
 
 def _bin_quantile(scores: FloatArray | None, coverage: float) -> float:

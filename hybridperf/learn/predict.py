@@ -42,7 +42,18 @@ def rows_to_predict(model: TrainedModel, *, rows: str | Path | None = None, kern
     # A kernel the model trained under a name its descriptor does not carry (a family descriptor's member,
     # e.g. aiwc-csr-csr by aiwc-counted) keeps that name, so the model's training of it applies.
     name = kernel if desc is not None and desc.name != kernel else None
+    if desc is None and registered_kernel(kernel) is None and not _reachable(kernel):
+        desc = load_kernel(kernel, known=model.descriptors)  # a copy the model keeps under its file's path
     return grid_rows(desc or kernel, gpu, values or {}, name=name)
+
+
+def _reachable(kernel: str) -> bool:
+    """Whether a kernel name finds a descriptor without a model's copies."""
+    try:
+        load_kernel(kernel)
+    except HybridperfError:
+        return False
+    return True
 
 
 def model_kernels(model: TrainedModel, rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | None = None
@@ -64,6 +75,12 @@ def model_kernels(model: TrainedModel, rows: pd.DataFrame, kernels: Mapping[str,
             other = load_kernel(name)
             if other.name in own and other.sha256 == own[other.name].sha256:
                 rename[name] = other.name
+                continue
+        if name not in own:
+            # The model holds this descriptor under its file's path (its training rows named it so): rename.
+            same = [k for k, d in own.items() if d.name == name and (other is None or d.sha256 == other.sha256)]
+            if len(same) == 1:
+                rename[name] = same[0]
                 continue
         if other is None:
             continue

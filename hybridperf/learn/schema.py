@@ -172,6 +172,10 @@ _INTERVALS = _obj({
     "sigma_few_runs": {"oneOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}]},
     "sigma_beyond_sizes": {"oneOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}]},
     "sigma_unseen_kernel": {"oneOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}]},
+    "shortlist_hits": {"type": "object", "maxProperties": 10_000, "additionalProperties": _obj({
+        "q": _array({"type": "number", "exclusiveMinimum": 0, "maximum": 1}, 64, minItems=1),
+        "p": _array({"type": "number", "minimum": 0, "maximum": 1}, 64, minItems=1),
+        "groups": _array({"type": "number", "minimum": 1, "maximum": 1e12}, 64, minItems=1)})},
 }, required=["scores"])
 
 _METADATA = _obj({

@@ -12,6 +12,7 @@ from hybridperf.learn.baseline import BASELINE_COLUMN
 from hybridperf.learn.domain import FEW_RUNS_SHARE, out_of_domain, training_domain
 from hybridperf.learn.folds import Split, forward_splits
 from hybridperf.learn.intervals import ConformalIntervals, bin_keys, with_fixed_sigma
+from hybridperf.learn.shortlist import held_out_hit_curves
 from hybridperf.sweep import param_columns, size_metric
 
 __all__ = ["CALIBRATION_ROWS", "DIFFICULTY_PREFIXES", "calibration_residuals", "fit_difficulty", "fit_intervals",
@@ -227,7 +228,9 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     fitted with, or two to five distinct sizes), frontier fits beyond the sizes below half the largest
     (:func:`frontier_gap`), leave-GPU-out and leave-kernel-out fits and, where a GPU has few runs, fits
     that hold out a fifth of its runs at a time. Each residual, divided by the
-    cross-fitted difficulty of its row, is a score in the bins of its reasons (:func:`bin_keys`).
+    cross-fitted difficulty of its row, is a score in the bins of its reasons (:func:`bin_keys`). The random
+    folds' predictions also measure how often the predicted-fastest share of each (kernel, GPU, sizes) group
+    held its fastest run (:func:`hybridperf.learn.shortlist.held_out_hit_curves`: the odds of `rank`).
     ``X`` is the estimator's design matrix of the training ``rows`` (times ``y``); ``regimes`` their
     MWP-CWP regime codes. None when the estimator kept no held-out predictions (coverage=None).
     """
@@ -254,6 +257,7 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
                          "shift": np.repeat(shift, [len(k) for k in keys])})
     scores = {str(k): np.sort(g["score"].to_numpy()) for k, g in flat.groupby("key")}
     refs = {str(k): float(np.median(g["shift"])) for k, g in flat[flat["shift"] > 1e-9].groupby("key")}
+    hits = held_out_hit_curves(rows, est.heldout_["random"], np.log(np.asarray(y, dtype=np.float64)), random_state)
     return ConformalIntervals(scores=scores, shift_ref=refs, difficulty=difficulty, difficulty_columns=cols,
                               sigma_unseen_gpu=fixed, sigma_few_runs=fixed, sigma_beyond_sizes=fixed,
-                              sigma_unseen_kernel=fixed)
+                              sigma_unseen_kernel=fixed, shortlist_hits=hits)

@@ -1,18 +1,14 @@
-"""The probability that the truly fastest configuration lies in a chosen set, from the prediction intervals."""
+"""Which dropped configurations could still be the fastest, from the prediction intervals."""
 # Each configuration's log time is given a predictive distribution by its model prediction and the
 # half widths of its conformal interval at several coverages (:data:`LEVELS`; the columns
 # :func:`hybridperf.learn.model.predict_rows` adds with ``levels=``): the absolute log error is below
 # the half width at coverage c with probability c, linearly in between (from 0 at width 0), and
 # symmetric around the prediction; above the widest level the last segment's density continues until
-# the mass is 1, which bounds the support. Errors of different configurations are taken as
-# independent. A share of the error common to all configurations (a GPU or size the model misjudges
-# as a whole) does not change which is fastest, so independence understates how often the
-# predicted order holds: the probability is a conservative one.
-#
-# P(fastest in S) = integral of -d/dt prod_{i in S} (1 - F_i(t)) x prod_{j not in S} (1 - F_j(t)) dt,
-# evaluated on a grid of log times up to the smallest upper end of any support (no configuration
-# can be fastest above it), so only the configurations whose support reaches below it matter
-# (:func:`contenders`).
+# the mass is 1, which bounds the support. A configuration whose support starts above the smallest
+# upper end of any support cannot be the fastest; `rank` counts the dropped ones that can
+# (``n_contenders``). The chance that the fastest is kept is not computed from these distributions:
+# taken as independent they stated 0.1-20 % where the fastest was kept 97 % of the time
+# (experiments/results/shortlist_odds.md); :mod:`hybridperf.learn.shortlist` measures it instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -20,15 +16,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["LEVELS", "MAX_CONTENDERS", "contenders", "frame_probability", "probability_fastest_in",
-           "shortlist_probabilities", "still_contending", "support_ms", "width_columns"]
+__all__ = ["LEVELS", "MAX_CONTENDERS", "contenders", "still_contending", "support_ms", "width_columns"]
 
 # Coverages whose half widths describe a configuration's predictive distribution.
 LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 # Dropped configurations that could still be the fastest are kept up to this many (the closest first);
 # beyond it the probability is unknown (NaN): the intervals are too wide to say.
 MAX_CONTENDERS = 100_000
-_GRID = 2049  # log-time points of the integral (its error is well below 1e-3 for these distributions)
 
 
 def width_columns(levels: Sequence[float] = LEVELS) -> list[str]:
@@ -67,53 +61,6 @@ def contenders(time_ms: np.ndarray, widths: np.ndarray, levels: Sequence[float] 
     return ok & (lo <= np.min(hi[ok]))
 
 
-def _log_survival(t: np.ndarray, mid: np.ndarray, knots: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """Sum over configurations of log P(log time > t), on the grid ``t``."""
-    total = np.zeros(len(t))
-    for m, k in zip(mid, knots):
-        d = t - m
-        cdf = 0.5 + 0.5 * np.sign(d) * np.interp(np.abs(d), k, probs)
-        with np.errstate(divide="ignore"):
-            total += np.log1p(-np.minimum(cdf, 1.0))
-    return total
-
-
-def probability_fastest_in(time_ms: np.ndarray, widths: np.ndarray, in_set: np.ndarray,
-                           levels: Sequence[float] = LEVELS) -> float:
-    """P(the fastest of the configurations is one of ``in_set``), from predicted times and the half
-    widths at ``levels`` (one row per configuration, see the module docstring). NaN when a time or
-    width is missing or infinite (no predictive distribution)."""
-    time_ms = np.asarray(time_ms, dtype=np.float64)
-    widths = np.asarray(widths, dtype=np.float64).reshape(len(time_ms), len(levels))
-    in_set = np.asarray(in_set, dtype=bool)
-    if len(time_ms) == 0 or not np.all(np.isfinite(time_ms) & (time_ms > 0)) or not np.all(np.isfinite(widths)):
-        return float("nan")
-    if in_set.all() or not in_set.any():
-        return float(in_set.all())
-    keep = contenders(time_ms, widths, levels)
-    if not (keep & in_set).any():
-        return 0.0
-    if not (keep & ~in_set).any():
-        return 1.0
-    knots, probs = _knots(widths[keep], levels)
-    mid = np.log(time_ms[keep])
-    t = np.linspace(np.min(mid - knots[:, -1]), np.min(mid + knots[:, -1]), _GRID)
-    inside = in_set[keep]
-    surv_s = np.exp(_log_survival(t, mid[inside], knots[inside], probs))
-    surv_d = np.exp(_log_survival(t, mid[~inside], knots[~inside], probs))
-    p = np.sum((surv_s[:-1] - surv_s[1:]) * (surv_d[:-1] + surv_d[1:]) / 2)
-    return float(np.clip(p, 0.0, 1.0))
-
-
-def frame_probability(frame: pd.DataFrame, in_set: np.ndarray, levels: Sequence[float] = LEVELS) -> float:
-    """:func:`probability_fastest_in` over a table with ``time_ms`` and the :func:`width_columns`."""
-    cols = width_columns(levels)
-    if not set(cols) <= set(frame.columns):
-        return float("nan")
-    return probability_fastest_in(frame["time_ms"].to_numpy(dtype=np.float64), frame[cols].to_numpy(np.float64),
-                                  in_set, levels)
-
-
 def still_contending(kept: pd.DataFrame, dropped: pd.DataFrame,
                      levels: Sequence[float] = LEVELS) -> tuple[pd.DataFrame, int]:
     """The rows of ``dropped`` (``index``, ``time_ms`` and the width columns) that could be faster
@@ -135,19 +82,3 @@ def still_contending(kept: pd.DataFrame, dropped: pd.DataFrame,
     if lost:
         keep = keep[np.argsort(lo_d[keep], kind="stable")[:MAX_CONTENDERS]]
     return dropped.iloc[np.sort(keep)][cols].reset_index(drop=True), lost
-
-
-def shortlist_probabilities(kept: pd.DataFrame, contenders: pd.DataFrame | None, shown: np.ndarray,
-                            levels: Sequence[float] = LEVELS) -> tuple[float, float]:
-    """(P(the fastest is among ``kept``), P(it is among the rows of ``kept`` that ``shown`` marks)),
-    with the dropped ``contenders`` as the other configurations that could be the fastest."""
-    cols = ["time_ms", *width_columns(levels)]
-    if kept.empty or not set(cols) <= set(kept.columns):
-        return float("nan"), float("nan")
-    others = contenders if contenders is not None else kept.iloc[:0]
-    if "index" in others.columns:  # one order whatever the chunking (the sums are then bit-identical)
-        others = others.sort_values("index", kind="stable")
-    pool = pd.concat([kept[cols], others.reindex(columns=cols)], ignore_index=True)
-    in_kept = np.arange(len(pool)) < len(kept)
-    in_shown = in_kept & np.concatenate([np.asarray(shown, dtype=bool), np.zeros(len(others), dtype=bool)])
-    return frame_probability(pool, in_kept, levels), frame_probability(pool, in_shown, levels)

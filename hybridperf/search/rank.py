@@ -14,6 +14,7 @@ from hybridperf.analytical.run import TIME_MODELS
 from hybridperf.errors import HybridperfError
 from hybridperf.hardware import GPUSpec, load_gpu
 from hybridperf.kernel import KernelDescriptor, kernel_key, load_kernel
+from hybridperf.learn.shortlist import MIN_GROUP_RUNS, hit_probability
 from hybridperf.search.chunks import (
     OBJECTIVES,
     RankSpace,
@@ -24,7 +25,6 @@ from hybridperf.search.chunks import (
     trim_top_k,
     with_ryoo_metrics,
 )
-from hybridperf.search.optimum import shortlist_probabilities
 from hybridperf.search.stream import scan_space
 from hybridperf.search.user_space import user_space
 from hybridperf.sweep import param_columns, param_name
@@ -39,11 +39,11 @@ __all__ = ["FILL", "ODDS_MAX_CONFIGS", "RankResult", "rank_configs", "resolve_to
 # models trained on 1% of each (experiments/results/ranking_pruning.md): a 1%-trained model needs k up
 # to ~8% of the space to reach a configuration within 1% of the optimum on the convolution sweeps.
 FILL = 0.1
-# Above this many configurations (the space's size, before constraints) the chance that the fastest is
-# kept is not computed unless asked for (odds=True): it needs every configuration's interval widths
-# (about a third of the scan's time) and, on spaces this large, intervals leave more than
-# MAX_CONTENDERS dropped configurations that could be the fastest, so that the chance is unknown anyway
-# (kt-convolution at W = H = 4096: 46% of 500,000 sampled configurations contend).
+# Above this many configurations (the space's size, before constraints) the dropped configurations that
+# could be the fastest by their intervals (n_contenders) are not counted unless asked for (odds=True): it
+# needs every configuration's interval widths (about a third of the scan's time) and, on spaces this
+# large, intervals leave more than MAX_CONTENDERS of them (kt-convolution at W = H = 4096: 46% of
+# 500,000 sampled configurations contend). The chance that the fastest is kept needs neither.
 ODDS_MAX_CONFIGS = 2_000_000
 
 
@@ -64,13 +64,16 @@ class RankResult:
     the fastest predicted time among them (NaN without a model), so a user sees whether pruning
     dropped something the model likes; ``best_screened_ms`` the same for bandwidth screening.
 
-    With a model, ``p_fastest_kept`` is the probability that the truly fastest configuration (of
-    those left after screening) is among ``candidates``, and ``p_fastest_in_table`` that it is among
-    ``table``, from the prediction intervals (:mod:`hybridperf.search.optimum`: errors taken as
-    independent, so the probabilities are conservative); ``n_contenders`` counts the dropped
-    configurations whose intervals still allow them to be the fastest. NaN without a model, and
-    when ``odds_skipped`` (``odds=False``, or a space of more than :data:`ODDS_MAX_CONFIGS` ranked without
-    ``odds=True``).
+    With a model, ``p_fastest_kept`` is the chance that the truly fastest configuration (of those left
+    after screening) is among ``candidates``, and ``p_fastest_in_table`` that it is among ``table``: how
+    often the model's predicted-fastest share of that size held the fastest of its own held-out runs of
+    the kernel (:mod:`hybridperf.learn.shortlist`; the union's share is its top-k's, the front it adds
+    only raises the chance). NaN, with the reason in ``odds_note``, without a model, for Ryoo's front
+    (not chosen by predicted time), on a GPU the model never ran the kernel on, where the kernel's
+    training runs hold no (GPU, size) group of 10, or for a share finer than the held-out runs resolve.
+    ``n_contenders`` counts the dropped configurations whose intervals still allow them to be the
+    fastest (:mod:`hybridperf.search.optimum`); 0 when ``odds_skipped`` (``odds=False``, or a space of more
+    than :data:`ODDS_MAX_CONFIGS` ranked without ``odds=True``).
     """
 
     kernel: str  # as rows name it: shipped name, or descriptor path
@@ -97,6 +100,7 @@ class RankResult:
     p_fastest_in_table: float = float("nan")
     n_contenders: int = 0
     odds_skipped: bool = False
+    odds_note: str = ""
 
     def rows(self) -> pd.DataFrame:
         """The candidates as sweep-format rows (kernel, gpu, size.*, config.*), e.g. for suggest_next."""
@@ -147,19 +151,21 @@ class RankResult:
         return text + f", plus the model's {self.top_k} fastest predicted{filled})"
 
     def describe_odds(self) -> str:
-        """One line: how likely the fastest configuration is among the candidates and the table ('' without)."""
-        if self.odds_skipped:
-            why = (f"a space of more than {ODDS_MAX_CONFIGS:,} configurations" if self.space_size > ODDS_MAX_CONFIGS
-                   else "asked not to")
-            return f"chance the fastest is kept: not computed ({why}; --odds computes it)"
+        """One line: how likely the fastest configuration is among the candidates and the table, and how many
+        dropped configurations could be the fastest by their intervals ('' without a model)."""
+        if not self.odds_note:
+            return ""
         if not np.isfinite(self.p_fastest_kept):
-            return "" if self.n_contenders == 0 else (
-                f"chance the fastest is kept: unknown ({self.n_contenders} dropped configurations could be the "
-                "fastest by their intervals)")
-        return (f"chance the fastest configuration is among the {len(self.candidates)} ranked: "
-                f"{self.p_fastest_kept:.1%}; among the {len(self.table)} shown: {self.p_fastest_in_table:.1%} "
-                f"(prediction intervals, errors taken as independent; {self.n_contenders} dropped could be "
-                "the fastest)")
+            text = f"chance the fastest is kept: unknown ({self.odds_note})"
+        else:
+            shown = (f"{self.p_fastest_in_table:.0%}" if np.isfinite(self.p_fastest_in_table)
+                     else "unknown, a share finer than the held-out runs resolve")
+            text = (f"chance the fastest configuration is among the {len(self.candidates)} ranked: "
+                    f"{self.p_fastest_kept:.0%}; among the {len(self.table)} shown: {shown} (how often the model's "
+                    f"predicted-fastest share held the fastest of its {self.odds_note})")
+        if self.odds_skipped:
+            return text
+        return text + f"; {self.n_contenders} dropped configurations could be the fastest by their intervals"
 
     def pruning(self) -> dict[str, Any]:
         """How the pruning did, as plain values (for JSON output)."""
@@ -168,6 +174,7 @@ class RankResult:
                 "ranked": len(self.candidates), "pruned": self.n_pruned, "best_pruned_ms": self.best_pruned_ms,
                 "best_screened_ms": self.best_screened_ms, "screened_fallback": self.screened_fallback,
                 "p_fastest_kept": self.p_fastest_kept, "p_fastest_in_table": self.p_fastest_in_table,
+                "odds_note": self.odds_note,
                 "contenders_dropped": None if self.odds_skipped else self.n_contenders,
                 "odds_computed": not self.odds_skipped and bool(self.candidates["time_ms"].notna().any())}
 
@@ -194,6 +201,38 @@ def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:
     cols += ([] if space.model is not None else space.time_objectives) + ["on_front", "in_top_k"]
     cols += [c for c in ("register_spill", "memory_bound") if c in order.columns]
     return order[cols].rename(columns={n: f"config.{n}" for n in space.kernel.config_names}).reset_index(drop=True)
+
+
+def _held_out_odds(model: Any, space: RankSpace, mode: str, kept_share: float,
+                   table_share: float) -> tuple[float, float, str]:
+    """(p_fastest_kept, p_fastest_in_table, what they rest on or why they are unknown), from the model's
+    held-out hit curve of the kernel (:func:`hybridperf.learn.shortlist.hit_probability`) at the shares of the
+    space the predicted-fastest candidates and the table hold."""
+    if model is None:
+        return np.nan, np.nan, ""
+    if mode == "ryoo":
+        return np.nan, np.nan, "Ryoo's front is not chosen by predicted time"
+    curves = getattr(model.intervals, "shortlist_hits", None)
+    if model.intervals is None or not curves:
+        return np.nan, np.nan, "the model file holds no held-out shortlist measurements; retrain it"
+    # The name the model's training rows gave the kernel: rows name a descriptor by its name or its path.
+    same = [k for k, d in model.descriptors.items() if d.sha256 == space.kernel.sha256]
+    names = [n for n in (space.kernel_key, *same) if n in model.features.domain_]
+    name = names[0] if names else space.kernel_key
+    if space.gpu_key not in model.features.domain_.get(name, {}).get("gpus", ()):
+        return np.nan, np.nan, f"the model never ran {space.kernel_key} on {space.gpu_key}"
+    curve = curves.get(name)
+    if curve is None:
+        return np.nan, np.nan, (f"no GPU and size of {space.kernel_key} has {MIN_GROUP_RUNS} training runs to "
+                                "measure it on")
+    p_kept = 1.0 if kept_share >= 1 else hit_probability(curve, kept_share)
+    p_table = 1.0 if table_share >= 1 else hit_probability(curve, table_share)
+    if not np.isfinite(p_kept):
+        return np.nan, np.nan, (f"a shortlist of {kept_share:.2%} of the space is finer than the model's held-out "
+                                f"runs of {space.kernel_key} resolve ({curve['q'][0]:.2%})")
+    groups = int(max(curve["groups"]))
+    return p_kept, p_table, (f"held-out runs in {groups} GPU-and-size group{'s' if groups > 1 else ''} of "
+                             f"{space.kernel_key}")
 
 
 def resolve_top_k(top_k: float, n_configs: int) -> int:
@@ -348,9 +387,10 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
         space = dataclasses.replace(space, top_k=min(final_k, space.top_k))
     kept = with_ryoo_metrics(space, short.kept.sort_values("index").reset_index(drop=True))
     ranked = _rank(space, predict_configs(space, kept))
-    shown = kept["index"].isin(ranked["index"].head(top)).to_numpy()
-    odds_ok = space.odds and not short.n_lost
-    p_kept, p_table = shortlist_probabilities(kept, short.contenders, shown) if odds_ok else (np.nan, np.nan)
+    n_sel = len(short.kept) + short.n_dropped  # feasible and not screened: what the shortlist was chosen from
+    n_top = int(ranked["in_top_k"].sum()) if mode == "union" else len(ranked)
+    p_kept, p_table, odds_note = _held_out_odds(model, space, mode, n_top / max(n_sel, 1),
+                                                min(top, len(ranked)) / max(n_sel, 1))
     front = mode != "none"
     filled = top_k is None and mode == "union" and space.n_top > 0
     res = RankResult(kernel=space.kernel_key, gpu=space.gpu_key, sizes=dict(space.sizes), table=ranked.head(top),
@@ -362,7 +402,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
                      n_top_k=int(ranked["in_top_k"].sum()) if space.n_top else None,
                      n_pruned=short.n_dropped, best_pruned_ms=short.best_dropped_ms,
                      best_screened_ms=np.nan if fallback else total.best_screened_ms, fixed=dict(us.fixed),
-                     p_fastest_kept=p_kept, p_fastest_in_table=p_table,
+                     p_fastest_kept=p_kept, p_fastest_in_table=p_table, odds_note=odds_note,
                      n_contenders=len(short.contenders) + short.n_lost if short.contenders is not None else 0,
                      odds_skipped=model is not None and not space.odds)
     notes = _notes(res, space)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from hybridperf.cli import main
@@ -35,7 +36,11 @@ def test_default_is_the_union_and_json_reports_the_pruning(model_path, capsys) -
     stages = {r["stage"]: r for r in doc["counts"]}
     assert stages["pruned"]["configs"] == p["pruned"] and stages["pruned"]["best_ms"] == p["best_pruned_ms"]
     assert "on_front" in doc["table"][0] and "in_top_k" in doc["table"][0]
-    assert 0 < p["p_fastest_in_table"] <= p["p_fastest_kept"] <= 1 and p["contenders_dropped"] >= 0
+    assert p["contenders_dropped"] >= 0
+    # 12 of ~4,000 is finer than the model's 300 training runs resolve: no chance, and the reason.
+    assert p["p_fastest_kept"] is None and "finer than the model's held-out runs" in p["odds_note"]
+    wide = _json(capsys, [*BASE, "-m", model_path, "--top-k", "0.05", "--top", "60", "--json"])["pruning"]
+    assert 0 < wide["p_fastest_in_table"] <= wide["p_fastest_kept"] <= 1 and "held-out runs" in wide["odds_note"]
 
 
 def test_prune_modes_and_alias(model_path, capsys) -> None:
@@ -53,7 +58,9 @@ def test_table_says_how_it_pruned(model_path, capsys) -> None:
     out = " ".join(capsys.readouterr().out.split())  # lines are wrapped to the terminal
     assert "prune: union (Pareto front over efficiency, utilization, time_ms, plus the model's 5 fastest" in out
     assert "model top-k (k=5)" in out and "pruned" in out and "best_ms" in out
-    assert "chance the fastest configuration is among the" in out
+    assert "chance the fastest is kept: unknown (a shortlist of" in out
+    assert main([*BASE, "-m", model_path, "--top-k", "0.05"]) == 0
+    assert "chance the fastest configuration is among the" in " ".join(capsys.readouterr().out.split())
     assert main([*BASE]) == 0  # no model: the note says what was done instead
     assert "note: no model" in capsys.readouterr().out
 
@@ -149,7 +156,7 @@ def test_dask_local_cluster_gives_the_serial_result(model_path, capsys, prune) -
     assert serial == local == threads
 
 
-def test_no_odds_skips_the_chance_and_says_so(model_path, capsys) -> None:
+def test_no_odds_skips_the_contenders(model_path, capsys) -> None:
     from hybridperf.search.rank import ODDS_MAX_CONFIGS
 
     on = _json(capsys, [*BASE, "-m", model_path, "--no-pareto", "--top", "3", "--json"])
@@ -160,7 +167,8 @@ def test_no_odds_skips_the_chance_and_says_so(model_path, capsys) -> None:
     forced = _json(capsys, [*BASE, "-m", model_path, "--no-pareto", "--top", "3", "--odds", "--json"])
     assert forced["pruning"] == on["pruning"]  # a small space: the odds are computed by default
     assert main([*BASE, "-m", model_path, "--no-pareto", "--top", "3", "--no-odds"]) == 0
-    assert "not computed (asked not to; --odds computes it)" in " ".join(capsys.readouterr().out.split())
+    out = " ".join(capsys.readouterr().out.split())
+    assert "chance the fastest is kept: unknown" in out and "could be the fastest" not in out
     assert main(["rank", "--help"]) == 0
     assert f"{ODDS_MAX_CONFIGS:,}" in " ".join(capsys.readouterr().out.split())  # the help names the real threshold
 
@@ -178,3 +186,16 @@ def test_table_leads_with_the_time_it_is_ordered_by(model_path, capsys, monkeypa
         header = next(line.split() for line in lines if line.startswith("rank "))
         assert header[:len(first)] == first and "PAD" not in header and "BX" in header
         assert any(line.startswith("fixed (not searched): ") and "PAD=1" in line for line in lines)
+
+
+def test_a_model_trained_on_rows_naming_the_descriptor_file_knows_it_by_path_and_by_name(model_path, capsys) -> None:
+    """The fixture's training rows name the kernel by its file's path; the command line registers a --kernel
+    path under the descriptor's name. Both must reach the model's training, not a 'kernel never trained'."""
+    table = _json(capsys, [*BASE, "-m", model_path, "--top-k", "0.05", "--top", "5", "--json"])["table"]
+    assert not any(r["out_of_domain"] for r in table) and all(np.isfinite(r["pred_hi_ms"]) for r in table)
+    config = ["--set", "BX=16", "--set", "BY=4", "--set", "TX=2", "--set", "TY=2", "--set", "U=2", "--set", "V=1",
+              "--set", "PAD=0"]
+    for kernel in (str(DESCRIPTOR), DESCRIPTOR.stem):
+        rows = _json(capsys, ["predict", "-m", model_path, "--kernel", kernel, "--gpu", GPU, "--set", "N=4096",
+                              *config, "--json"])["rows"]
+        assert len(rows) == 1 and not rows[0]["out_of_domain"] and np.isfinite(rows[0]["pred_hi_ms"])

@@ -1,0 +1,100 @@
+"""How often a model's predicted-fastest share of configurations holds the truly fastest one, measured on its
+own held-out runs: the odds `rank` reports for its shortlist.
+
+Why not from the prediction intervals: taking each configuration's interval as an independent error (the
+product's first method) stated a 0.1-20 % chance that the fastest configuration was kept where it was kept in
+97 % of the cases, and 99 % where it was kept in 68 % (11 recorded sweeps x 5 seeds, a model trained on 1 % of
+each; experiments/results/shortlist_odds.md). A model's errors on neighbouring configurations are not
+independent: thousands of dropped configurations each with a small chance of beating the shortlist do not add up
+as independent chances do; and an interval calibrated for one configuration's time says little about whether the
+model orders the fastest few correctly.
+
+Instead, at training time, within each (kernel, GPU, sizes) group of training runs: the runs' out-of-fold
+predictions (each predicted by a fit that did not see it, :meth:`HybridRegressor.held_out_log_predict`'s random
+folds) rank random halves of the group as ``rank`` ranks a space, and a hit is the half's measured-fastest run
+being among the predicted-fastest ``floor(q x m)`` of its ``m`` runs. The hit rate at each share ``q`` of
+:data:`FRACTIONS`, averaged over the kernel's groups (each counted once, only where ``floor(q x m) >= 1``: a
+share finer than one run of a half is not measured, and rounding down keeps the measured share at most ``q``),
+is the curve :func:`hit_probability` reads at the shortlist's share of the space. It says how the model did on
+runs like the user's (same kernel, a GPU and size it trained on); the fits that made the out-of-fold predictions
+saw four fifths of the runs, and a half holds fewer, less extreme configurations than the space, both of which
+make the estimate err low.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["FRACTIONS", "MIN_GROUP_RUNS", "held_out_hit_curves", "hit_probability"]
+
+# Shares of a group's configurations the curves are measured at.
+FRACTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+# Groups with fewer held-out runs do not count (a half of them would hold at most 4).
+MIN_GROUP_RUNS = 10
+_HALVES = 200  # random halves per group
+_MAX_GROUP_RUNS = 4000
+
+
+def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y: np.ndarray,
+                        random_state: int = 0) -> dict[str, dict[str, list[float]]]:
+    """Per kernel of ``rows`` (training rows with ``kernel``, ``gpu`` and ``size.*`` columns): ``{"q": shares,
+    "p": hit rates, "groups": groups measured at each share}`` for the shares of :data:`FRACTIONS` that at least one
+    group resolves (see the module docstring); kernels without a group of :data:`MIN_GROUP_RUNS` runs are absent."""
+    pred = np.asarray(held_out_log_pred, dtype=np.float64)
+    logy = np.asarray(log_y, dtype=np.float64)
+    ok = np.isfinite(pred) & np.isfinite(logy)
+    rows = rows.reset_index(drop=True)
+    keys = ["kernel", "gpu", *sorted(c for c in rows.columns if str(c).startswith("size."))]
+    codes = rows[keys].astype(str).groupby(keys, sort=False).ngroup().to_numpy()
+    codes = np.where(ok, codes, -1)
+    kernel = rows["kernel"].astype(str).to_numpy()
+    rng = np.random.default_rng(random_state)
+    fractions = np.asarray(FRACTIONS)
+    hits: dict[str, list[np.ndarray]] = {}
+    counts = np.bincount(codes[codes >= 0]) if (codes >= 0).any() else np.zeros(0, dtype=int)
+    big = np.flatnonzero(counts >= MIN_GROUP_RUNS)
+    members = pd.Series(np.arange(len(codes)))[np.isin(codes, big)].groupby(codes[np.isin(codes, big)])
+    for _, positions in members:
+        idx = positions.to_numpy()
+        if len(idx) > _MAX_GROUP_RUNS:  # bounded memory; halves of 2,000 still resolve the finest share
+            idx = np.sort(rng.choice(idx, _MAX_GROUP_RUNS, replace=False))
+        m = len(idx) // 2
+        # Each row of `halves` is one random half of the group: positions into idx.
+        halves = np.argsort(rng.random((_HALVES, len(idx))), axis=1)[:, :m]
+        p, y = pred[idx][halves], logy[idx][halves]
+        order = np.argsort(p, axis=1, kind="stable")
+        best = np.argmin(y, axis=1)  # position (in the half) of the half's measured-fastest run
+        rank_of_best = np.argmax(order == best[:, None], axis=1)  # 0 = predicted fastest
+        k = np.floor(fractions * m).astype(int)
+        rate = np.where(k >= 1, (rank_of_best[:, None] < k[None, :]).mean(axis=0), np.nan)
+        hits.setdefault(kernel[idx[0]], []).append(rate)
+    out: dict[str, dict[str, list[float]]] = {}
+    for name, rates in hits.items():
+        r = np.vstack(rates)
+        n = np.isfinite(r).sum(axis=0)
+        keep = n > 0
+        if keep.any():
+            mean = np.array([np.nanmean(r[:, j]) if n[j] else np.nan for j in range(r.shape[1])])
+            out[name] = {"q": fractions[keep].tolist(), "p": np.maximum.accumulate(mean[keep]).tolist(),
+                         "groups": n[keep].astype(float).tolist()}
+    return out
+
+
+def hit_probability(curve: Mapping[str, Any] | None, share: float) -> float:
+    """The curve's chance that the fastest configuration is among the predicted-fastest ``share`` of a space:
+    interpolated in log share between measured shares, rising linearly to 1 at share 1; NaN below the finest
+    measured share (the held-out runs cannot resolve it) or without a curve."""
+    if curve is None or not np.isfinite(share) or share <= 0:
+        return float("nan")
+    if share >= 1:
+        return 1.0
+    q = np.asarray(curve["q"], dtype=np.float64)
+    p = np.asarray(curve["p"], dtype=np.float64)
+    if not len(q) or share < q[0] * (1 - 1e-9):
+        return float("nan")
+    if share >= q[-1]:
+        return float(p[-1] + (1.0 - p[-1]) * (share - q[-1]) / (1.0 - q[-1]))
+    return float(np.interp(np.log(share), np.log(q), p))

@@ -203,7 +203,8 @@ class ConformalIntervals:
     sigma_unseen_kernel: float | None = None
     # Per kernel, how often the model's predicted-fastest share of a group held its fastest held-out run
     # (:func:`hybridperf.learn.shortlist.held_out_hit_curves`): the odds `rank` states for its shortlist.
-    shortlist_hits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # None: not measured (a model file written before them).
+    shortlist_hits: Mapping[str, Mapping[str, Any]] | None = None
     _cache: dict[Any, float] = field(default_factory=dict, compare=False, repr=False)
 
     def sigma(self, X: Any, reasons: pd.DataFrame | None = None) -> FloatArray:
@@ -383,8 +384,9 @@ class ConformalIntervals:
                 "difficulty": booster_to_json(self.difficulty), "difficulty_columns": list(self.difficulty_columns),
                 "sigma_unseen_gpu": self.sigma_unseen_gpu, "sigma_few_runs": self.sigma_few_runs,
                 "sigma_beyond_sizes": self.sigma_beyond_sizes, "sigma_unseen_kernel": self.sigma_unseen_kernel,
-                "shortlist_hits": {k: {f: [float(x) for x in v[f]] for f in ("q", "p", "groups")}
-                                   for k, v in sorted(self.shortlist_hits.items())}}
+                **({} if self.shortlist_hits is None else {"shortlist_hits": {
+                    k: {f: [float(x) for x in v[f]] for f in ("q", "p", "groups")}
+                    for k, v in sorted(self.shortlist_hits.items())}})}
 
     @classmethod
     def from_dict(cls, doc: Any, n_features: int) -> ConformalIntervals:
@@ -411,11 +413,12 @@ class ConformalIntervals:
             fixed[key] = None if v is None else float(v)
         return cls(scores=scores, shift_ref={str(k): float(v) for k, v in refs.items()}, difficulty=difficulty,
                    difficulty_columns=tuple(cols), min_bin=int(doc.get("min_bin", 30)),
-                   shortlist_hits=_shortlist_hits(doc.get("shortlist_hits", {})), **fixed)
+                   shortlist_hits=None if "shortlist_hits" not in doc else _shortlist_hits(doc["shortlist_hits"]),
+                   **fixed)
 
 
 def _shortlist_hits(doc: Any) -> dict[str, dict[str, list[float]]]:
-    """The ``shortlist_hits`` of a model file (absent in files written before them: no curves), checked."""
+    """The ``shortlist_hits`` of a model file, checked."""
     from hybridperf.learn.persist import ModelFileError
 
     if not isinstance(doc, dict):

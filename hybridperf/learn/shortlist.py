@@ -48,13 +48,14 @@ def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y
     ok = np.isfinite(pred) & np.isfinite(logy)
     rows = rows.reset_index(drop=True)
     keys = ["kernel", "gpu", *sorted(c for c in rows.columns if str(c).startswith("size."))]
-    codes = rows[keys].astype(str).groupby(keys, sort=False).ngroup().to_numpy()
+    # dropna=False: rows of several kernels hold NaN in each other's size columns.
+    codes = rows[keys].groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
     codes = np.where(ok, codes, -1)
     kernel = rows["kernel"].astype(str).to_numpy()
     rng = np.random.default_rng(random_state)
     fractions = np.asarray(FRACTIONS)
     hits: dict[str, list[np.ndarray]] = {}
-    counts = np.bincount(codes[codes >= 0]) if (codes >= 0).any() else np.zeros(0, dtype=int)
+    counts = np.bincount(codes[codes >= 0]) if (codes >= 0).any() else np.zeros(0, dtype=np.int64)
     big = np.flatnonzero(counts >= MIN_GROUP_RUNS)
     members = pd.Series(np.arange(len(codes)))[np.isin(codes, big)].groupby(codes[np.isin(codes, big)])
     for _, positions in members:

@@ -212,9 +212,10 @@ def _held_out_odds(model: Any, space: RankSpace, mode: str, kept_share: float,
         return np.nan, np.nan, ""
     if mode == "ryoo":
         return np.nan, np.nan, "Ryoo's front is not chosen by predicted time"
-    curves = getattr(model.intervals, "shortlist_hits", None)
-    if model.intervals is None or not curves:
-        return np.nan, np.nan, "the model file holds no held-out shortlist measurements; retrain it"
+    curves = None if model.intervals is None else model.intervals.shortlist_hits
+    if curves is None:
+        return np.nan, np.nan, ("the model holds no held-out shortlist measurements (trained without intervals, or "
+                                "by a hybridperf before them); retrain it")
     # The name the model's training rows gave the kernel: rows name a descriptor by its name or its path.
     same = [k for k, d in model.descriptors.items() if d.sha256 == space.kernel.sha256]
     names = [n for n in (space.kernel_key, *same) if n in model.features.domain_]

@@ -45,6 +45,11 @@ def test_small_groups_do_not_count_and_groups_pool_per_kernel() -> None:
     c = curves["k"]
     # Halves of 20 resolve 5% and up; the 12-run group (halves of 6) only 20% and up: it counts there alone.
     assert c["q"][0] == 0.05 and c["groups"][0] == 2 and c["groups"][c["q"].index(0.2)] == 3
+    # Kernels with other size columns (NaN in each other's): each still forms its groups.
+    other = pd.DataFrame({"kernel": "m", "gpu": "g", "size.M": 8.0}, index=range(30))
+    both = pd.concat([rows, other], ignore_index=True)
+    yb = rng.normal(size=len(both))
+    assert set(held_out_hit_curves(both, yb, yb)) == {"k", "m"}
     # Rows without a held-out prediction are left out.
     pred = y.copy()
     pred[: len(pred) // 2] = np.nan
@@ -71,7 +76,9 @@ def test_the_curves_survive_the_model_file_and_malformed_ones_are_refused(tmp_pa
     assert ConformalIntervals.from_dict(ci.to_dict(), 10).shortlist_hits == curves
     old = ci.to_dict()
     del old["shortlist_hits"]  # a file written before the curves: none, so rank says to retrain
-    assert ConformalIntervals.from_dict(old, 10).shortlist_hits == {}
+    assert ConformalIntervals.from_dict(old, 10).shortlist_hits is None
+    empty = ConformalIntervals(scores=ci.scores, shortlist_hits={})  # measured, no group large enough
+    assert ConformalIntervals.from_dict(empty.to_dict(), 10).shortlist_hits == {}
     for bad in ({"k": {"q": [0.1, 0.05], "p": [0.5, 0.75], "groups": [1, 1]}},
                 {"k": {"q": [0.05, 0.1], "p": [0.8, 0.7], "groups": [1, 1]}},
                 {"k": {"q": [0.05], "p": [1.5], "groups": [1]}},

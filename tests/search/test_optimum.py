@@ -54,6 +54,11 @@ def test_no_odds_for_ryoos_front_or_a_gpu_the_model_never_ran(model) -> None:
     other = rank_configs(model, DESCRIPTOR, "a100", SIZES, space_overrides=SMALL)
     assert np.isnan(other.p_fastest_kept) and np.isnan(other.p_fastest_in_table)
     assert "never ran" in other.describe_odds() and "a100" in other.describe_odds()
+    import dataclasses
+
+    older = dataclasses.replace(model, intervals=dataclasses.replace(model.intervals, shortlist_hits=None))
+    old_file = rank_configs(older, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL)
+    assert np.isnan(old_file.p_fastest_kept) and "retrain it" in old_file.describe_odds()
     every = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, prune="none", top=10**6)
     assert every.p_fastest_kept == every.p_fastest_in_table == 1.0  # everything ranked and shown
 

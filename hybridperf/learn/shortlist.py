@@ -57,7 +57,8 @@ def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y
     hits: dict[str, list[np.ndarray]] = {}
     counts = np.bincount(codes[codes >= 0]) if (codes >= 0).any() else np.zeros(0, dtype=np.int64)
     big = np.flatnonzero(counts >= MIN_GROUP_RUNS)
-    members = pd.Series(np.arange(len(codes)))[np.isin(codes, big)].groupby(codes[np.isin(codes, big)])
+    in_big = np.isin(codes, big)
+    members = pd.Series(np.flatnonzero(in_big)).groupby(codes[in_big])
     for _, positions in members:
         idx = positions.to_numpy()
         if len(idx) > _MAX_GROUP_RUNS:  # bounded memory; halves of 2,000 still resolve the finest share
@@ -78,8 +79,8 @@ def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y
         n = np.isfinite(r).sum(axis=0)
         keep = n > 0
         if keep.any():
-            mean = np.array([np.nanmean(r[:, j]) if n[j] else np.nan for j in range(r.shape[1])])
-            out[name] = {"q": fractions[keep].tolist(), "p": np.maximum.accumulate(mean[keep]).tolist(),
+            mean = np.nanmean(r[:, keep], axis=0)
+            out[name] = {"q": fractions[keep].tolist(), "p": np.maximum.accumulate(mean).tolist(),
                          "groups": n[keep].astype(float).tolist()}
     return out
 

@@ -21,7 +21,7 @@ __all__ = ["LEVELS", "MAX_CONTENDERS", "contenders", "still_contending", "suppor
 # Coverages whose half widths describe a configuration's predictive distribution.
 LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 # Dropped configurations that could still be the fastest are kept up to this many (the closest first);
-# beyond it the probability is unknown (NaN): the intervals are too wide to say.
+# beyond it the rest are only counted.
 MAX_CONTENDERS = 100_000
 
 

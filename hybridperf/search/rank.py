@@ -226,8 +226,7 @@ def _held_out_odds(model: Any, space: RankSpace, mode: str, kept_share: float,
     if curve is None:
         return np.nan, np.nan, (f"no GPU and size of {space.kernel_key} has {MIN_GROUP_RUNS} training runs to "
                                 "measure it on")
-    p_kept = 1.0 if kept_share >= 1 else hit_probability(curve, kept_share)
-    p_table = 1.0 if table_share >= 1 else hit_probability(curve, table_share)
+    p_kept, p_table = hit_probability(curve, kept_share), hit_probability(curve, table_share)
     if not np.isfinite(p_kept):
         return np.nan, np.nan, (f"a shortlist of {kept_share:.2%} of the space is finer than the model's held-out "
                                 f"runs of {space.kernel_key} resolve ({curve['q'][0]:.2%})")

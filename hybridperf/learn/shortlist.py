@@ -1,25 +1,22 @@
-"""How often a model's predicted-fastest share of configurations holds the truly fastest one, measured on its
-own held-out runs: the odds `rank` reports for its shortlist.
-
-Why not from the prediction intervals: taking each configuration's interval as an independent error (the
-product's first method) stated a 0.1-20 % chance that the fastest configuration was kept where it was kept in
-97 % of the cases, and 99 % where it was kept in 68 % (11 recorded sweeps x 5 seeds, a model trained on 1 % of
-each; experiments/results/shortlist_odds.md). A model's errors on neighbouring configurations are not
-independent: thousands of dropped configurations each with a small chance of beating the shortlist do not add up
-as independent chances do; and an interval calibrated for one configuration's time says little about whether the
-model orders the fastest few correctly.
-
-Instead, at training time, within each (kernel, GPU, sizes) group of training runs: the runs' out-of-fold
-predictions (each predicted by a fit that did not see it, :meth:`HybridRegressor.held_out_log_predict`'s random
-folds) rank random halves of the group as ``rank`` ranks a space, and a hit is the half's measured-fastest run
-being among the predicted-fastest ``floor(q x m)`` of its ``m`` runs. The hit rate at each share ``q`` of
-:data:`FRACTIONS`, averaged over the kernel's groups (each counted once, only where ``floor(q x m) >= 1``: a
-share finer than one run of a half is not measured, and rounding down keeps the measured share at most ``q``),
-is the curve :func:`hit_probability` reads at the shortlist's share of the space. It says how the model did on
-runs like the user's (same kernel, a GPU and size it trained on); the fits that made the out-of-fold predictions
-saw four fifths of the runs, and a half holds fewer, less extreme configurations than the space, both of which
-make the estimate err low.
-"""
+"""How often a model's predicted-fastest share of configurations holds the truly fastest one, on held-out runs."""
+# Why not from the prediction intervals: taking each configuration's interval as an independent error (the
+# product's first method) stated a 0.1-20 % chance that the fastest configuration was kept where it was kept in
+# 97 % of the cases, and 99 % where it was kept in 68 % (11 recorded sweeps x 5 seeds, a model trained on 1 % of
+# each; experiments/results/shortlist_odds.md). A model's errors on neighbouring configurations are not
+# independent: thousands of dropped configurations each with a small chance of beating the shortlist do not add up
+# as independent chances do; and an interval calibrated for one configuration's time says little about whether the
+# model orders the fastest few correctly.
+#
+# Instead, at training time, within each (kernel, GPU, sizes) group of training runs: the runs' out-of-fold
+# predictions (each predicted by a fit that did not see it, :meth:`HybridRegressor.held_out_log_predict`'s random
+# folds) rank random halves of the group as ``rank`` ranks a space, and a hit is the half's measured-fastest run
+# being among the predicted-fastest ``floor(q x m)`` of its ``m`` runs. The hit rate at each share ``q`` of
+# :data:`FRACTIONS`, averaged over the kernel's groups (each counted once, only where ``floor(q x m) >= 1``: a
+# share finer than one run of a half is not measured, and rounding down keeps the measured share at most ``q``),
+# is the curve :func:`hit_probability` reads at the shortlist's share of the space. It says how the model did on
+# runs like the user's (same kernel, a GPU and size it trained on); the fits that made the out-of-fold predictions
+# saw four fifths of the runs, and a half holds fewer, less extreme configurations than the space, both of which
+# make the estimate err low.
 from __future__ import annotations
 
 from collections.abc import Mapping

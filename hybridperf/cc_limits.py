@@ -57,8 +57,16 @@ class CCLimits:
     smem_alloc_unit_bytes: int
     reserved_smem_per_block_bytes: int
     source: str
+    # Whether the L1 cache serves global loads. False on cc 3.0: the Programming Guide's "Compute Capability
+    # 3.x" section says global memory accesses are cached in L2 only, and cc 3.0 has no read-only data cache
+    # path (__ldg needs cc >= 3.5), so every global load sector crosses L2 (the hierarchical roofline charges
+    # them there).
+    global_loads_cached_in_l1: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.global_loads_cached_in_l1, bool):
+            raise SpecError(f"compute capability {self.compute_capability}: global_loads_cached_in_l1 must be "
+                            f"true or false, got {str(self.global_loads_cached_in_l1)[:30]}")
         if self.register_alloc_granularity not in ("warp", "block"):
             raise SpecError(
                 f"compute capability {self.compute_capability}: register_alloc_granularity must be "
@@ -86,7 +94,7 @@ def _cc_table() -> dict[str, CCLimits]:
         missing = [k for k in CC_INT_KEYS + ("register_alloc_granularity", "source") if k not in entry]
         if missing:
             raise SpecError(f"{path}: [cc.\"{cc}\"] is missing {', '.join(missing)}")
-        unknown = set(entry) - set(CC_INT_KEYS) - {"register_alloc_granularity", "source"}
+        unknown = set(entry) - set(CC_INT_KEYS) - {"register_alloc_granularity", "source", "global_loads_cached_in_l1"}
         if unknown:
             raise SpecError(f"{path}: [cc.\"{cc}\"] has unknown keys {sorted(unknown)}")
         out[cc] = CCLimits(compute_capability=cc, **entry)

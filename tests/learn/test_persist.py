@@ -86,6 +86,59 @@ def test_garbage_is_refused(tmp_path: Path, text: str, message: str) -> None:
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("number", ["1e999", "-1e999", "1" * 400 + ".5", "12e308"])
+def test_numbers_beyond_the_float_range_are_refused(tmp_path: Path, model_file: Path, number: str) -> None:
+    text = model_file.read_text().replace('"offset_": ', f'"offset_": {number}, "x": ', 1)
+    with pytest.raises(ModelFileError, match="out of range") as e:
+        load_model(_write(tmp_path, text))
+    assert "\n" not in str(e.value)
+
+
+def test_wrong_types_in_large_fields_give_a_short_message(tmp_path: Path, model_file: Path) -> None:
+    """A wrong type where a large array or tree belongs is named in one short line, however large the value."""
+    import hashlib
+
+    from hybridperf.learn.schema import validate_body
+
+    doc = json.loads(model_file.read_text())
+    body = doc["body"]
+    assert validate_body(body) is None
+    scores = next(iter(body["intervals"]["scores"].values()))
+    assert len(scores) >= 10
+    for field, path in [("intervals", ("intervals",)), ("estimator", ("estimator", "oof_abs_log_errors_"))]:
+        bad = json.loads(json.dumps(body))
+        target = bad
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = {"scores": scores * 50, "booster": body["estimator"]["booster"]}  # an object, not a list
+        message = validate_body(bad)
+        assert message is not None and path[-1] in message and len(message) < 300, (field, message)
+        doc2 = {**doc, "body": bad}
+        doc2["sha256"] = hashlib.sha256(json.dumps(bad, sort_keys=True, allow_nan=False).encode()).hexdigest()
+        with pytest.raises(ModelFileError) as e:
+            load_model(_write(tmp_path, json.dumps(doc2)))
+        assert "\n" not in str(e.value) and len(str(e.value)) < 500
+
+
+def _reference_first_non_number(values: list, nullable: bool) -> int | None:
+    for i, x in enumerate(values):
+        if not (isinstance(x, (int, float)) and not isinstance(x, bool)) and not (x is None and nullable):
+            return i
+    return None
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_first_non_number_matches_the_item_by_item_test(seed: int) -> None:
+    from hybridperf.learn.persist import first_non_number
+
+    rng = np.random.default_rng(seed)
+    pool = [1, -2, 0.5, float(10**300), None, True, False, "1.5", [1], {}, np.float64(2.0), np.int64(3), 2**70]
+    n = int(rng.integers(0, 12))
+    values = [pool[int(rng.integers(0, 5 if rng.random() < 0.7 else len(pool)))] for _ in range(n)]
+    for nullable in (True, False):
+        assert first_non_number(values, nullable) == _reference_first_non_number(values, nullable), values
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ModelFileError, match="no such file"):
         load_model(tmp_path / "none.json")

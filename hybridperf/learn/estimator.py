@@ -177,12 +177,18 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
 
     def _fit_one(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None) -> Any:
         reg = clone(self.regressor) if self.regressor is not None else default_booster(self.random_state)
-        if len(target) < HOLDOUT_ROWS and "n_jobs" in reg.get_params():
+        threads = reg.get_params().get("n_jobs", "absent")
+        if len(target) < HOLDOUT_ROWS and threads != "absent":
             reg.set_params(n_jobs=1)  # threads only cost (OpenMP spin) on small data, badly so on a busy machine
         if w is None:
             reg.fit(X, target)
         else:
             reg.fit(X, target, sample_weight=w)
+        if threads != "absent" and threads != 1 and hasattr(reg, "get_booster"):
+            # Predict with the threads asked for (None: every core, xgboost's nthread 0, as a loaded copy does):
+            # a batch of 200k rows is not small data. set_params(n_jobs=None) alone would leave the booster at 1.
+            reg.set_params(n_jobs=threads)
+            reg.get_booster().set_param({"nthread": 0 if threads is None else threads})
         return reg
 
     def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, sample_weight: npt.ArrayLike | None = None,

@@ -53,7 +53,11 @@ def fit_difficulty(X: np.ndarray, residual: np.ndarray, random_state: int = 0) -
     cross[ok[half]] = pb[ok[half]]
     cross[ok[~half]] = pa[ok[~half]]
     final = _difficulty_model(random_state).fit(X[ok], target)
-    final.set_params(n_jobs=None)  # predicts with every core, as the copy a model file loads does (fitted on 1)
+    # Predict with every core, as the copy a model file loads does (xgboost's nthread 0). set_params(n_jobs=None)
+    # alone left the booster at the 1 thread it was fitted with: xgboost skips None when it passes parameters on,
+    # and sigma took 0.21 s instead of 0.11 s for 200k rows on 2 cores.
+    final.set_params(n_jobs=None)
+    final.get_booster().set_param({"nthread": 0})
     return final, np.exp(np.clip(cross, -20.0, 20.0))
 
 

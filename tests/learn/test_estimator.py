@@ -22,6 +22,24 @@ def test_plain_default_fits_and_predicts_positive() -> None:
     assert (est.predict(X) > 0).all()
 
 
+@pytest.mark.parametrize("n_jobs, nthread", [(None, 0), (2, 2), (1, 1)])
+def test_a_small_fit_predicts_with_the_threads_asked_for(n_jobs, nthread) -> None:
+    """Fitted on one thread (small data), the booster predicts with the n_jobs asked for (None: every core, as
+    a loaded copy does), and its predictions do not depend on it."""
+    import json
+
+    rng = np.random.default_rng(0)
+    X = rng.random((300, 3))
+    y = np.exp(X @ [1.0, 2.0, -1.0])
+    est = HybridRegressor(regressor=XGBRegressor(n_estimators=20, n_jobs=n_jobs)).fit(X, y)
+    booster = est.regressor_.get_booster()
+    assert int(json.loads(booster.save_config())["learner"]["generic_param"]["nthread"]) == nthread
+    assert est.regressor_.get_params()["n_jobs"] == n_jobs
+    before = est.predict(X)
+    booster.set_param({"nthread": 1})
+    np.testing.assert_array_equal(before, est.predict(X))
+
+
 def _synthetic(n=400, seed=0):
     # time = 3 * size^1.5 * config effect; baseline knows the size scaling but not the config effect.
     rng = np.random.default_rng(seed)

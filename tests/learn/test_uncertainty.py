@@ -37,3 +37,25 @@ def test_frontier_split_rows_lie_within_one_octave_beyond_their_fit() -> None:
     top = rows.iloc[tr][["size.M", "size.N"]].max().to_numpy()
     assert (top <= 512).all() and (factor > 1).all()  # every held-out row beyond the fit's sizes
     assert (factor <= 1024 / top.min() + 1e-9).all()
+
+
+def test_difficulty_model_predicts_as_its_loaded_copy_does() -> None:
+    """The fitted difficulty model predicts the same values with the same thread setting as the copy a model
+    file loads (xgboost's nthread 0: every core), not with the single thread it was fitted with."""
+    import json
+
+    from hybridperf.learn.persist import booster_from_json, booster_to_json
+    from hybridperf.learn.uncertainty import fit_difficulty
+
+    rng = np.random.default_rng(0)
+    X = rng.random((600, 3))
+    residual = rng.normal(0.0, 0.1 + X[:, 0], 600)
+    final, sigma = fit_difficulty(X, residual)
+    loaded = booster_from_json(booster_to_json(final), 3)
+
+    def nthread(reg) -> int:
+        return int(json.loads(reg.get_booster().save_config())["learner"]["generic_param"]["nthread"])
+
+    assert nthread(final) == nthread(loaded) == 0
+    np.testing.assert_array_equal(final.predict(X), loaded.predict(X))
+    assert sigma.shape == (600,) and np.all(sigma > 0)

@@ -1,10 +1,11 @@
 """Speed benchmarks (a script, never a timed unit test): predictions/s, training time, cold CLI latency.
 
 Targets (EVALUATION.md): >= 100,000 predictions/s end to end; training on 240k rows <= 60 s;
-`hybridperf predict` cold <= 2 s. Medians over repeats; this shared 2-core machine is noisy, so the same
-script is also run on the previous code, from its own checkout (cd <checkout> && PYTHONPATH=. python
-experiments/bench_speed.py --tag main, right before, then copy its results/speed_main.csv here), and speed.md
-reports the ratio of the two. predict_rows: one warm-up pass, then the median of 5.
+`hybridperf predict` cold <= 2 s (with a model trained here on 20k rows, and with the shipped default model).
+Medians over repeats; this shared 2-core machine is noisy, so the same script is also run on the previous code
+(PYTHONPATH=<its checkout> python experiments/bench_speed.py --tag main, right before: it writes
+results/speed_main.csv here; python -c or a script in the checkout's own folder would import this checkout), and
+speed.md reports the ratio of the two. predict_rows: one warm-up pass, then the median of 5.
 Usage: python experiments/bench_speed.py [--tag TAG]  (results/speed_<TAG or this>.csv; speed.md without a tag)
 """
 from __future__ import annotations
@@ -65,6 +66,13 @@ def main(argv: list[str]) -> None:
         cmd = [str(exe), "predict", "-m", str(mpath), "--set", "M=2048", "--set", "N=2048", "--set", "K=2048"]
         subprocess.run(cmd, check=True, capture_output=True)  # warm the OS file cache once
         cold_s, cold_all = _median_time(lambda: subprocess.run(cmd, check=True, capture_output=True), repeats=5)
+        # The shipped default model (16 MB: five GPUs' NeuSight runs and the recordings) is what a user loads first.
+        shipped = [str(exe), "predict", "-m", str(Path(__file__).resolve().parents[1] / "models" / "default.json"),
+                   "--kernel", "neusight-gemm", "--gpu", "tesla-t4", "--set", "M=2048", "--set", "N=2048",
+                   "--set", "K=2048"]
+        subprocess.run(shipped, check=True, capture_output=True)
+        shipped_s, shipped_all = _median_time(lambda: subprocess.run(shipped, check=True, capture_output=True),
+                                              repeats=5)
         # The floor under a cold `predict`: a new process importing only the libraries it cannot do without
         # (xgboost imports scikit-learn when it is installed, which imports scipy.stats).
         floor = [sys.executable, "-c", "import numpy, pandas, xgboost"]
@@ -72,11 +80,14 @@ def main(argv: list[str]) -> None:
     rows.append({"benchmark": "`hybridperf predict` one row, new process (imports + model load + predict)",
                  "median": f"{cold_s:.2f} s", "runs": ", ".join(f"{t:.2f}" for t in cold_all), "target": "<= 2 s",
                  "met": cold_s <= 2})
+    rows.append({"benchmark": "`hybridperf predict` one row with the shipped models/default.json, new process",
+                 "median": f"{shipped_s:.2f} s", "runs": ", ".join(f"{t:.2f}" for t in shipped_all),
+                 "target": "<= 2 s", "met": shipped_s <= 2})
     rows.append({"benchmark": "its floor: a new process that only imports numpy, pandas and xgboost",
                  "median": f"{floor_s:.2f} s", "runs": ", ".join(f"{t:.2f}" for t in floor_all),
                  "target": "(reference)", "met": ""})
     table = pd.DataFrame(rows)
-    table["seconds"] = [train_s, pred_s, cold_s, floor_s]
+    table["seconds"] = [train_s, pred_s, cold_s, shipped_s, floor_s]
     table.to_csv(RESULTS / f"speed_{tag or 'this'}.csv", index=False)
     if tag:
         return

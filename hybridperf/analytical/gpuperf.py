@@ -154,5 +154,6 @@ def gpuperf(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
         avg_trans_warp=avg_trans, avg_dram_lat=avg_dram_lat, amat=amat, request_bytes=request_bytes,
         mwp=mwp, mwp_peak_bw=mwp_peak, cwp=cwp, mwp_cp=mwp_cp, itmlp=itmlp, t_mem=t_mem,
         f_overlap=f_overlap, t_overlap=t_overlap, t_exec=t_exec, t_mem_prime=t_mem_prime, t_fp=t_fp,
-        t_mem_min=t_mem_min, b_itilp=b_itilp, b_serial=b_serial, b_fp=b_fp, b_memlp=b_memlp, time_ms=t_exec / (gpu.core_clock_mhz * 1e3),
+        t_mem_min=t_mem_min, b_itilp=b_itilp, b_serial=b_serial, b_fp=b_fp, b_memlp=b_memlp,
+        time_ms=t_exec / (gpu.core_clock_mhz * 1e3),
     )

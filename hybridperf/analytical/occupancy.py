@@ -103,9 +103,11 @@ def occupancy(limits: CCLimits, threads_per_block: npt.ArrayLike, registers_per_
         (~np.isfinite(t) | (t < 1), "threads per block must be at least 1"),
         (t > L.max_threads_per_block, f"threads per block exceed the limit of {L.max_threads_per_block}"),
         (r > L.max_registers_per_thread, f"registers per thread exceed the limit of {L.max_registers_per_thread}"),
-        (regs_per_block > L.max_registers_per_block, f"registers per block exceed the limit of {L.max_registers_per_block}"),
+        (regs_per_block > L.max_registers_per_block,
+         f"registers per block exceed the limit of {L.max_registers_per_block}"),
         (s < 0, "shared memory per block is negative"),
-        (s > L.max_smem_per_block_bytes, f"shared memory per block exceeds the limit of {L.max_smem_per_block_bytes} B"),
+        (s > L.max_smem_per_block_bytes,
+         f"shared memory per block exceeds the limit of {L.max_smem_per_block_bytes} B"),
         (active < 1, "not even one block fits on an SM"),
     ]
     for bad, why in reversed(checks):  # the first failing check wins

@@ -6,6 +6,7 @@ import hmac
 import json
 import math
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,15 @@ def _refuse_constant(name: str) -> Any:
     raise ModelFileError(f"non-finite number {name}")
 
 
+def _checked_int(text: str) -> int:
+    """An integer of the model file (77 of them in the shipped model, so a Python call each is free), refused
+    beyond the float range: the schema and the state readers convert numbers to float."""
+    value = int(text)
+    if abs(value) > sys.float_info.max:
+        raise ModelFileError(f"number {text[:30]}... is out of range")
+    return value
+
+
 def _parse(path: Path) -> Any:
     raw = read_input(path, error=ModelFileError, what="model file", max_bytes=MAX_MODEL_BYTES, decompress=False)
     text = decode_text(raw, str(path), ModelFileError)
@@ -189,7 +199,7 @@ def _parse(path: Path) -> Any:
     try:
         # Numbers too large for a float parse as inf: read_model_document refuses them when it hashes the body
         # (a parse_float hook did so here, at a Python call per number: 0.2 s of each load of the shipped model).
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant, parse_int=_checked_int)
     except json.JSONDecodeError as exc:
         raise ModelFileError(f"{path}: not a complete JSON model file ({exc.msg} at char {exc.pos}); "
                              "it may be truncated: retrain or restore it") from None

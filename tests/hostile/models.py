@@ -61,6 +61,8 @@ REHASHED: dict[str, Callable[[dict[str, Any]], None]] = {
     "offset": _set("estimator.offset_", 1e300),
     "neg_oof": _set("estimator.oof_abs_log_errors_", [-1.0, 0.5]),
     "str_oof": _set("estimator.oof_abs_log_errors_", ["x"]),
+    "huge_int_oof": _set("estimator.oof_abs_log_errors_", [10**400, 0.5]),  # an int no float holds
+    "huge_int_min": _set("estimator.feature_min_", [-(10**400)]),
     "weight": _set("estimator.residual_weight_", 7.0),
     "n_features": _set("estimator.n_features_in_", 10**8),
     "feature_min_len": _set("estimator.feature_min_", [0.0]),

@@ -1,6 +1,8 @@
 """Safe model files: JSON state + xgboost's native JSON booster, checksummed, optionally signed, written atomically."""
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import json
@@ -19,9 +21,12 @@ from hybridperf.inputs import check_json_size, decode_text, read_input
 from hybridperf.limits import MAX_MODEL_BYTES
 
 __all__ = [
+    "ARRAY_PREFIX",
     "FORMAT",
     "KEY_ENV",
+    "READABLE_FORMATS",
     "ModelFileError",
+    "binary_array",
     "booster_from_json",
     "booster_to_json",
     "decode_array",
@@ -40,7 +45,13 @@ __all__ = [
 # files without a valid one: only holders of the key can then produce files that load. Either way loading
 # never runs code from the file (no pickle) and checks every field against a schema with ranges
 # (hybridperf.learn.schema) and the booster's trees (hybridperf.learn.booster) before use.
-FORMAT = "hybridperf-model/2"
+FORMAT = "hybridperf-model/3"
+# Formats this version reads: /2 stored float arrays as JSON lists of numbers, /3 as ARRAY_PREFIX strings.
+READABLE_FORMATS = (FORMAT, "hybridperf-model/2")
+# A float array as text: little-endian float64 bytes in base64 (NaN for a missing value, never inf). A model's
+# 366k conformal scores as JSON numbers took 0.25 s to parse and 0.26 s to format again for the checksum, half
+# of loading the shipped model.
+ARRAY_PREFIX = "f8le:"
 KEY_ENV = "HYBRIDPERF_MODEL_KEY"
 _DOC_KEYS = {"body", "sha256", "hmac_sha256"}
 
@@ -49,9 +60,24 @@ class ModelFileError(HybridperfError):
     """A model file is missing, truncated, tampered with or from an incompatible version."""
 
 
-def encode_array(a: Any) -> list[float | None]:
-    """Floats as a JSON list (NaN and inf as null)."""
-    return [None if not math.isfinite(v) else float(v) for v in np.asarray(a, dtype=np.float64).ravel()]
+def encode_array(a: Any) -> str:
+    """Floats as :data:`ARRAY_PREFIX` + base64 of their little-endian float64 bytes (NaN and inf as NaN)."""
+    v = np.asarray(a, dtype=np.float64).ravel()
+    v = np.where(np.isfinite(v), v, np.nan).astype("<f8")
+    return ARRAY_PREFIX + base64.b64encode(v.tobytes()).decode("ascii")
+
+
+def binary_array(text: str) -> np.ndarray | None:
+    """The float64 array of an :func:`encode_array` string; None if it is not one (prefix, base64 or length)."""
+    if not text.startswith(ARRAY_PREFIX):
+        return None
+    try:
+        raw = base64.b64decode(text[len(ARRAY_PREFIX):], validate=True)
+    except (ValueError, binascii.Error):
+        return None
+    if len(raw) % 8:
+        return None
+    return np.frombuffer(raw, dtype="<f8").astype(np.float64)
 
 
 _JSON_NUMBER_TYPES = frozenset({int, float, type(None)})
@@ -70,7 +96,13 @@ def first_non_number(values: list[Any], nullable: bool) -> int | None:
 
 
 def decode_array(v: Any, what: str) -> np.ndarray:
-    """The inverse of :func:`encode_array` (null -> NaN); a ModelFileError if ``v`` is not such a list."""
+    """The inverse of :func:`encode_array`, or a format-2 list of numbers (null -> NaN); a ModelFileError if
+    ``v`` is neither or holds an infinity."""
+    if isinstance(v, str):
+        out = binary_array(v)
+        if out is None or np.isinf(out).any():
+            raise ModelFileError(f"model file field {what!r} is not an encoded float array; retrain the model")
+        return out
     if not isinstance(v, list) or first_non_number(v, nullable=True) is not None:
         raise ModelFileError(f"model file field {what!r} must be a list of numbers; retrain the model")
     return np.array([np.nan if x is None else x for x in v], dtype=np.float64)
@@ -250,7 +282,7 @@ def read_model_document(path: str | Path) -> dict[str, Any]:
     if _sha(payload) != doc["sha256"]:
         raise ModelFileError(f"{path}: checksum mismatch: the file was modified after it was written; retrain it")
     _check_signature(path, doc, payload)
-    if body.get("format") != FORMAT:
-        raise ModelFileError(f"{path}: model format {body.get('format')!r} is not {FORMAT!r}; "
+    if body.get("format") not in READABLE_FORMATS:
+        raise ModelFileError(f"{path}: model format {str(body.get('format'))[:40]!r} is not {FORMAT!r}; "
                              "retrain with this version")
     return body

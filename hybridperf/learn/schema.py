@@ -31,10 +31,16 @@ def _obj(properties: dict[str, Any], required: list[str] | None = None, extra: A
 
 
 def _numbers(lo: float | None = None, hi: float | None = None, *, nullable: bool = False,
-             max_items: int = _MAX_ITEMS) -> dict[str, Any]:
+             max_items: int = _MAX_ITEMS, encoded: bool = False) -> dict[str, Any]:
     """A long array of numbers (null allowed where ``nullable``) in [lo, hi], checked with numpy (the
-    ``numbers`` keyword of this schema's validator) rather than item by item."""
-    return {"type": "array", "maxItems": max_items, "numbers": {"min": lo, "max": hi, "nullable": nullable}}
+    ``numbers`` keyword of this schema's validator) rather than item by item. ``encoded``: the array may also
+    be :func:`hybridperf.learn.persist.encode_array`'s string (NaN standing for null), as format 3 writes it."""
+    spec = {"min": lo, "max": hi, "nullable": nullable, "encoded": encoded, "max_items": max_items}
+    if not encoded:
+        return {"type": "array", "maxItems": max_items, "numbers": spec}
+    # base64 of 8 bytes per item, after the prefix
+    return {"type": ["array", "string"], "maxItems": max_items, "maxLength": 16 + 4 * ((8 * max_items + 2) // 3),
+            "numbers": spec}
 
 
 def _check_numbers(validator: Any, spec: dict[str, Any], instance: Any, schema: Any) -> Any:
@@ -42,16 +48,29 @@ def _check_numbers(validator: Any, spec: dict[str, Any], instance: Any, schema: 
     import numpy as np
     from jsonschema.exceptions import ValidationError
 
-    from hybridperf.learn.persist import first_non_number
+    from hybridperf.learn.persist import binary_array, first_non_number
 
-    if not isinstance(instance, list):
+    if isinstance(instance, str) and spec.get("encoded"):
+        v = binary_array(instance)
+        if v is None:
+            yield ValidationError("is not an encoded float array (f8le: and base64 of float64 bytes)")
+            return
+        if len(v) > spec["max_items"]:
+            yield ValidationError(f"holds {len(v)} items, more than {spec['max_items']}")
+            return
+        odd = np.flatnonzero(np.isinf(v) | (np.isnan(v) & (not spec["nullable"])))
+        if len(odd):
+            yield ValidationError(f"item {int(odd[0])} is {v[odd[0]]:g}, not a finite number")
+            return
+    elif not isinstance(instance, list):
         return
-    i = first_non_number(instance, spec["nullable"])
-    if i is not None:
-        yield ValidationError(f"item {i} is {str(instance[i])[:20]!r}, not a number"
-                              f"{' or null' if spec['nullable'] else ''}")
-        return
-    v = np.array([np.nan if x is None else float(x) for x in instance], dtype=np.float64)
+    else:
+        i = first_non_number(instance, spec["nullable"])
+        if i is not None:
+            yield ValidationError(f"item {i} is {str(instance[i])[:20]!r}, not a number"
+                                  f"{' or null' if spec['nullable'] else ''}")
+            return
+        v = np.array([np.nan if x is None else float(x) for x in instance], dtype=np.float64)
     lo, hi = spec["min"], spec["max"]
     bad = np.flatnonzero(((v < lo) if lo is not None else False) | ((v > hi) if hi is not None else False))
     if len(bad):
@@ -165,10 +184,10 @@ _ESTIMATOR = _obj({
         _ID, _LOG, {"type": "number", "minimum": 0, "maximum": 1e12}]), _MAX_ITEMS), 10),
     "residual_weight_": _unit(exclusive_low=False),
     "residual_weights_": _array(_array(_FINITE, 2, minItems=2, prefixItems=[_ID, _unit(exclusive_low=False)])),
-    "oof_abs_log_errors_": {"oneOf": [{"type": "null"}, _numbers(0, 1000, nullable=True)]},
-    "extrap_abs_log_errors_": {"oneOf": [{"type": "null"}, _numbers(0, 1000, nullable=True)]},
-    "feature_min_": _numbers(nullable=True, max_items=MAX_FEATURES),
-    "feature_max_": _numbers(nullable=True, max_items=MAX_FEATURES),
+    "oof_abs_log_errors_": {"oneOf": [{"type": "null"}, _numbers(0, 1000, nullable=True, encoded=True)]},
+    "extrap_abs_log_errors_": {"oneOf": [{"type": "null"}, _numbers(0, 1000, nullable=True, encoded=True)]},
+    "feature_min_": _numbers(nullable=True, max_items=MAX_FEATURES, encoded=True),
+    "feature_max_": _numbers(nullable=True, max_items=MAX_FEATURES, encoded=True),
     "extrapolation_mask_": _array({"type": "boolean"}, MAX_FEATURES),
     "booster": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
     "transfer_offsets_": _array(_array(_array(_FINITE, 3, minItems=3, prefixItems=[
@@ -179,7 +198,8 @@ _ESTIMATOR = _obj({
 
 _INTERVALS = _obj({
     "version": {"type": "integer", "minimum": 1, "maximum": 1000},
-    "scores": {"type": "object", "maxProperties": 10_000, "additionalProperties": _numbers(0, 1e9, nullable=True)},
+    "scores": {"type": "object", "maxProperties": 10_000,
+               "additionalProperties": _numbers(0, 1e9, nullable=True, encoded=True)},
     "shift_ref": {"type": "object", "maxProperties": 10_000, "additionalProperties": _FINITE},
     "min_bin": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
     "difficulty": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
@@ -216,11 +236,11 @@ _METADATA = _obj({
 def body_schema() -> dict[str, Any]:
     """The JSON schema (draft 2020-12) of a model file's body."""
     from hybridperf.learn.features import FEATURE_VERSION
-    from hybridperf.learn.persist import FORMAT
+    from hybridperf.learn.persist import READABLE_FORMATS
 
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        **_obj({"format": {"const": FORMAT}, "feature_version": {"const": FEATURE_VERSION},
+        **_obj({"format": {"enum": list(READABLE_FORMATS)}, "feature_version": {"const": FEATURE_VERSION},
                 "features": _FEATURES, "estimator": _ESTIMATOR, "metadata": _METADATA,
                 "intervals": {"oneOf": [{"type": "null"}, _INTERVALS]}},
                required=["format", "feature_version", "features", "estimator", "metadata"]),

@@ -1,10 +1,12 @@
 """Hostile variants of a trained model file: broken files, edited-and-rehashed bodies, bad boosters, signatures."""
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import hmac
 import json
+import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,11 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return edit
 
 
+def _encoded(values: list[float]) -> str:
+    """Floats as format 3 stores an array, written here byte by byte (infinities kept, unlike encode_array)."""
+    return "f8le:" + base64.b64encode(struct.pack(f"<{len(values)}d", *values)).decode()
+
+
 def _signed(doc: dict[str, Any], key: str) -> str:
     payload = json.dumps(doc["body"], sort_keys=True, allow_nan=False).encode()
     return json.dumps({**doc, "hmac_sha256": hmac.new(key.encode(), payload, hashlib.sha256).hexdigest()})
@@ -62,6 +69,12 @@ REHASHED: dict[str, Callable[[dict[str, Any]], None]] = {
     "neg_oof": _set("estimator.oof_abs_log_errors_", [-1.0, 0.5]),
     "str_oof": _set("estimator.oof_abs_log_errors_", ["x"]),
     "huge_int_oof": _set("estimator.oof_abs_log_errors_", [10**400, 0.5]),  # an int no float holds
+    # Format 3's encoded arrays (f8le: + base64 of float64 bytes): out of range, an infinity, not base64, odd length.
+    "neg_oof_encoded": _set("estimator.oof_abs_log_errors_", _encoded([-1.0, 0.5])),
+    "inf_score_encoded": lambda d: d["body"]["intervals"]["scores"].__setitem__(
+        next(iter(d["body"]["intervals"]["scores"])), _encoded([0.5, float("inf")])),
+    "not_base64_encoded": _set("estimator.feature_max_", "f8le:!!not base64!!"),
+    "odd_length_encoded": _set("estimator.feature_min_", "f8le:" + base64.b64encode(b"1234567").decode()),
     "huge_int_min": _set("estimator.feature_min_", [-(10**400)]),
     "weight": _set("estimator.residual_weight_", 7.0),
     "n_features": _set("estimator.n_features_in_", 10**8),

@@ -10,7 +10,7 @@ import pytest
 
 from hybridperf.errors import HybridperfError
 from hybridperf.learn.model import load_model, predict_rows, save_model, train_model
-from hybridperf.learn.persist import ModelFileError
+from hybridperf.learn.persist import ModelFileError, decode_array, encode_array
 from tests.paths import TITANV_SWEEP
 
 SWEEP = TITANV_SWEEP
@@ -103,7 +103,7 @@ def test_wrong_types_in_large_fields_give_a_short_message(tmp_path: Path, model_
     doc = json.loads(model_file.read_text())
     body = doc["body"]
     assert validate_body(body) is None
-    scores = next(iter(body["intervals"]["scores"].values()))
+    scores = [float(x) for x in decode_array(next(iter(body["intervals"]["scores"].values())), "scores")]
     assert len(scores) >= 10
     for field, path in [("intervals", ("intervals",)), ("estimator", ("estimator", "oof_abs_log_errors_"))]:
         bad = json.loads(json.dumps(body))
@@ -118,6 +118,50 @@ def test_wrong_types_in_large_fields_give_a_short_message(tmp_path: Path, model_
         with pytest.raises(ModelFileError) as e:
             load_model(_write(tmp_path, json.dumps(doc2)))
         assert "\n" not in str(e.value) and len(str(e.value)) < 500
+
+
+def test_encoded_arrays_round_trip_bit_for_bit() -> None:
+    rng = np.random.default_rng(0)
+    a = np.concatenate([rng.normal(size=1000) * 10.0 ** rng.integers(-300, 300, 1000), [0.0, -0.0, 5e-324, np.nan]])
+    out = decode_array(encode_array(a), "a")
+    assert out.dtype == np.float64 and out.tobytes() == a.tobytes()  # NaN, -0.0 and subnormals included
+    # infinities become NaN (a missing value), as format 2's null did
+    np.testing.assert_array_equal(decode_array(encode_array([1.0, np.inf, -np.inf]), "a"), [1.0, np.nan, np.nan])
+    assert decode_array(encode_array([]), "a").shape == (0,)
+
+
+@pytest.mark.parametrize("text", ["f8le:!!", "f8le:" + "QUJD", "f4le:AAAAAAAA8D8=", "AAAAAAAA8D8=",
+                                  "f8le:AAAAAAAA8H8="])  # bad base64, 3 bytes, wrong prefix, no prefix, +inf
+def test_malformed_encoded_arrays_are_refused(text: str) -> None:
+    with pytest.raises(ModelFileError, match="encoded float array"):
+        decode_array(text, "field")
+
+
+def test_format_2_files_with_number_lists_still_load(tmp_path: Path, model_file: Path) -> None:
+    """A model file written by the previous format (float arrays as JSON lists, null for NaN) loads and
+    predicts exactly as the same model in format 3."""
+    import hashlib
+
+    doc = json.loads(model_file.read_text())
+    body = doc["body"]
+    assert body["format"] == "hybridperf-model/3"
+
+    def as_list(text: str) -> list:
+        return [None if np.isnan(x) else float(x) for x in decode_array(text, "x")]
+
+    est = body["estimator"]
+    for key in ("oof_abs_log_errors_", "extrap_abs_log_errors_", "feature_min_", "feature_max_"):
+        if est.get(key) is not None:
+            est[key] = as_list(est[key])
+    body["intervals"]["scores"] = {k: as_list(v) for k, v in body["intervals"]["scores"].items()}
+    body["format"] = "hybridperf-model/2"
+    doc["sha256"] = hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False).encode()).hexdigest()
+    old = load_model(_write(tmp_path, json.dumps(doc)))
+    new = load_model(model_file)
+    rows = pd.read_csv(SWEEP).head(50)
+    pd.testing.assert_frame_equal(predict_rows(old, rows), predict_rows(new, rows))
+    for k, v in new.intervals.scores.items():
+        np.testing.assert_array_equal(old.intervals.scores[k], v)
 
 
 def _reference_first_non_number(values: list, nullable: bool) -> int | None:

@@ -67,7 +67,11 @@ def main(argv: list[str]) -> None:
         subprocess.run(cmd, check=True, capture_output=True)  # warm the OS file cache once
         cold_s, cold_all = _median_time(lambda: subprocess.run(cmd, check=True, capture_output=True), repeats=5)
         # The shipped default model (16 MB: five GPUs' NeuSight runs and the recordings) is what a user loads first.
-        shipped = [str(exe), "predict", "-m", str(Path(__file__).resolve().parents[1] / "models" / "default.json"),
+        # the model shipped with the code measured (PYTHONPATH may point at another checkout)
+        import hybridperf
+
+        shipped_model = Path(hybridperf.__file__).resolve().parents[1] / "models" / "default.json"
+        shipped = [str(exe), "predict", "-m", str(shipped_model),
                    "--kernel", "neusight-gemm", "--gpu", "tesla-t4", "--set", "M=2048", "--set", "N=2048",
                    "--set", "K=2048"]
         subprocess.run(shipped, check=True, capture_output=True)

@@ -66,7 +66,8 @@ def main(argv: list[str]) -> None:
         cmd = [str(exe), "predict", "-m", str(mpath), "--set", "M=2048", "--set", "N=2048", "--set", "K=2048"]
         subprocess.run(cmd, check=True, capture_output=True)  # warm the OS file cache once
         cold_s, cold_all = _median_time(lambda: subprocess.run(cmd, check=True, capture_output=True), repeats=5)
-        # The shipped default model (10 MB in format 3: five GPUs' NeuSight runs and the recordings) is what a user loads first.
+        # The shipped default model (10 MB in format 3: five GPUs' NeuSight runs and the recordings) is what a
+        # user loads first.
         # the model shipped with the code measured (PYTHONPATH may point at another checkout)
         import hybridperf
 

@@ -15,7 +15,7 @@ from hybridperf.errors import HybridperfError
 from hybridperf.inputs import check_json_size
 from hybridperf.limits import MAX_TREE_NODES, MAX_TREES
 
-__all__ = ["check_booster", "default_booster", "prediction_threads"]
+__all__ = ["check_booster", "default_booster", "prediction_threads", "set_prediction_threads"]
 
 _ROOT_PARENT = 2147483647  # xgboost's "no parent" node id
 _INT = r"^[0-9]{1,9}$"
@@ -180,6 +180,15 @@ def default_booster(random_state: int | None = 0, n_jobs: int = 2) -> Any:
     return XGBRegressor(n_estimators=400, max_depth=6, learning_rate=0.05, subsample=0.8,
                         colsample_bytree=0.8, min_child_weight=2.0, reg_lambda=1.0, tree_method="hist",
                         random_state=random_state, n_jobs=n_jobs)
+
+
+def set_prediction_threads(reg: Any, n_jobs: int | None) -> None:
+    """A fitted regressor predicts with ``n_jobs`` threads (None: every core, xgboost's nthread 0, as a copy
+    loaded from a model file does). For xgboost the booster is told too: ``set_params(n_jobs=None)`` alone
+    never reaches it (xgboost skips None), so a booster fitted on 1 thread kept predicting on 1."""
+    reg.set_params(n_jobs=n_jobs)
+    if hasattr(reg, "get_booster"):
+        reg.get_booster().set_param({"nthread": 0 if n_jobs is None else n_jobs})
 
 
 # Boosters whose thread count prediction_threads holds: id -> [booster, users, thread count before].

@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hybridperf.arrays import FloatArray
-from hybridperf.learn.booster import default_booster
+from hybridperf.learn.booster import default_booster, set_prediction_threads
 from hybridperf.learn.calibration import GroupTable, apply_offsets, fit_offsets, stack_weight
 from hybridperf.learn.folds import HOLDOUT_ROWS, Split, forward_shift, forward_splits, held_out_parts, oof_splits
 from hybridperf.learn.intervals import (
@@ -177,18 +177,16 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
 
     def _fit_one(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None) -> Any:
         reg = clone(self.regressor) if self.regressor is not None else default_booster(self.random_state)
-        threads = reg.get_params().get("n_jobs", "absent")
-        if len(target) < HOLDOUT_ROWS and threads != "absent":
+        params = reg.get_params()
+        small = len(target) < HOLDOUT_ROWS and "n_jobs" in params
+        if small:
             reg.set_params(n_jobs=1)  # threads only cost (OpenMP spin) on small data, badly so on a busy machine
         if w is None:
             reg.fit(X, target)
         else:
             reg.fit(X, target, sample_weight=w)
-        if threads != "absent" and threads != 1 and hasattr(reg, "get_booster"):
-            # Predict with the threads asked for (None: every core, xgboost's nthread 0, as a loaded copy does):
-            # a batch of 200k rows is not small data. set_params(n_jobs=None) alone would leave the booster at 1.
-            reg.set_params(n_jobs=threads)
-            reg.get_booster().set_param({"nthread": 0 if threads is None else threads})
+        if small:  # but it predicts with the threads asked for: a 200k-row scan is not small data
+            set_prediction_threads(reg, params["n_jobs"])
         return reg
 
     def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, sample_weight: npt.ArrayLike | None = None,

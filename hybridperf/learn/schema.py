@@ -50,7 +50,7 @@ def _check_numbers(validator: Any, spec: dict[str, Any], instance: Any, schema: 
 
     from hybridperf.learn.persist import binary_array, first_non_number
 
-    if isinstance(instance, str) and spec.get("encoded"):
+    if isinstance(instance, str) and spec["encoded"]:
         v = binary_array(instance)
         if v is None:
             yield ValidationError("is not an encoded float array (f8le: and base64 of float64 bytes)")

@@ -1,6 +1,8 @@
 """Every shipped GPU spec loads and is sane; malformed specs give one-line errors."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,16 @@ def test_all_required_gpus_are_shipped() -> None:
     names = set(gpu_names())
     missing = {n for n in REQUIRED if n not in names and not any(n in s.aliases for s in list_gpus())}
     assert not missing
+
+
+def test_a_file_stem_is_read_alone_and_stays_one_object() -> None:
+    # In a new process: a stem lookup parses no other spec file, and later lookups (alias, full scan) return
+    # the very object it made.
+    code = ("import hybridperf.hardware as h; g = h.load_gpu('tesla-t4'); assert h._shipped.cache_info().currsize == 0;"
+            " assert h._parse_shipped.cache_info().currsize == 1; assert h.load_gpu('T4') is g;"
+            " assert sum(s is g for s in h.list_gpus()) == 1; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
 @pytest.mark.parametrize("gpu", list_gpus(), ids=lambda g: Path(g.path).stem)

@@ -16,7 +16,8 @@ from hybridperf.learn.intervals import ConformalIntervals, bin_keys, with_fixed_
 from hybridperf.learn.shortlist import held_out_hit_curves
 from hybridperf.sweep import param_columns, size_metric
 
-__all__ = ["CALIBRATION_ROWS", "DIFFICULTY_PREFIXES", "calibration_residuals", "fit_difficulty", "fit_intervals",
+__all__ = ["CALIBRATION_ROWS", "DIFFICULTY_PREFIXES", "FEW_RUNS_PARTITIONS", "FEW_RUNS_REPEAT_BELOW", "calibration_residuals",
+           "fit_difficulty", "fit_intervals",
            "frontier_gap"]
 
 # Training rows used at most by each calibration fit (a seeded sample above it): calibration needs
@@ -29,6 +30,13 @@ _MAX_SKIP = 3  # forward fits predict the largest size band from the bands up to
 # Frontier fits train on the rows at least 2x (4x) below their kernel's largest trained value in every size
 # parameter and predict the rest: size shifts measured as the size factor of the reasons measures them.
 _FRONTIER_STEPS = (1.0,)
+# A GPU with few runs (under FEW_RUNS_REPEAT_BELOW of them) is held out in FEW_RUNS_PARTITIONS different 5-fold
+# partitions of its runs, whose scores pool in its bin ``few|0``. With one partition the bin's quantile swung with
+# the split: CLBlast S4, RTX 2080 Ti with 50 runs, 59 scores: q90 6.74 / 9.26 / 8.34 from fold seeds 0 / 1 / 2 (the
+# test rows' own 9.37), each fold's fit setting that GPU's level from its 40 other runs, so a fold's scores move
+# together. More runs set the level steadily and need no repeats (they would add fits: 5 per partition).
+FEW_RUNS_PARTITIONS = 3
+FEW_RUNS_REPEAT_BELOW = 200
 
 
 def _difficulty_model(random_state: int) -> Any:
@@ -71,20 +79,22 @@ def _group_splits(labels: np.ndarray, rng: np.random.Generator) -> list[Split]:
     return [(_cap(tr, rng), te) for tr, te in folds]
 
 
-def _few_runs_splits(rows: pd.DataFrame, rng: np.random.Generator) -> list[Split]:
+def _few_runs_splits(rows: pd.DataFrame, rng: np.random.Generator, partition: int = 0) -> list[Split]:
     """Where a GPU has few runs of a kernel (see :data:`FEW_RUNS_SHARE`): 5 folds over those runs,
     each predicted by a fit on every other row (its other runs kept, the rest capped), so that the
-    GPU's own held-out runs calibrate it (exchangeable with its other runs, unlike any other GPU's)."""
+    GPU's own held-out runs calibrate it (exchangeable with its other runs, unlike any other GPU's).
+    ``partition`` seeds the folds; partitions after the first (see :data:`FEW_RUNS_PARTITIONS`) cover only the
+    GPUs with fewer than :data:`FEW_RUNS_REPEAT_BELOW` such runs."""
     out: list[Split] = []
     kernels, gpus = rows["kernel"].astype(str).to_numpy(), rows["gpu"].astype(str).to_numpy()
     for kernel in np.unique(kernels):
         runs = pd.Series(gpus[kernels == kernel]).value_counts()
         for gpu in runs[runs < FEW_RUNS_SHARE * runs.max()].index:
             mine = np.flatnonzero((kernels == kernel) & (gpus == gpu))
-            if len(mine) < 10:
+            if len(mine) < 10 or (partition > 0 and len(mine) >= FEW_RUNS_REPEAT_BELOW):
                 continue
             others = np.flatnonzero(~((kernels == kernel) & (gpus == gpu)))
-            for _, te in KFold(n_splits=5, shuffle=True, random_state=0).split(mine):
+            for _, te in KFold(n_splits=5, shuffle=True, random_state=partition).split(mine):
                 keep = np.setdiff1d(mine, mine[te])
                 room = max(CALIBRATION_ROWS - len(keep), 0)
                 rest = rng.choice(others, room, replace=False) if len(others) > room else others
@@ -169,7 +179,8 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
     """Held-out log residuals of the estimator's settings for each kind of shift, one row each:
     ``row`` (position in ``rows``), ``family`` (``random`` folds, ``forward`` fits of the largest
     size band, ``frontier`` fits beyond the smaller sizes (:func:`_frontier_splits`), ``gpu`` /
-    ``kernel`` left out, ``few`` runs of a GPU kept), ``residual`` and the out-of-domain reasons
+    ``kernel`` left out, ``few`` runs of a GPU kept, ``few-repeat`` the same in further partitions of the runs
+    of GPUs with fewest runs), ``residual`` and the out-of-domain reasons
     of the row with respect to its fit's training rows (the ``few`` fits' rows show few runs: their
     GPU keeps four fifths of them).
 
@@ -195,6 +206,9 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
             "gpu": list(enumerate(_group_splits(gpus.to_numpy(), rng))),
             "kernel": list(enumerate(_group_splits(names.to_numpy(), rng))),
             "few": list(enumerate(_few_runs_splits(rows, rng))),
+            # Own generators: the other families' samples stay as they were without the repeats.
+            "few-repeat": [(0, sp) for p in range(1, FEW_RUNS_PARTITIONS)
+                           for sp in _few_runs_splits(rows, np.random.default_rng([random_state, p]), p)],
             "frontier": list(enumerate(_frontier_splits(rows, rng)))}
     # Integer codes: np.isin over object arrays of names took 100 s of a 4-minute training of the default model.
     kernels = pd.factorize(names)[0]
@@ -228,7 +242,8 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     its random folds, forward fits of the largest size band (given the ordered size ``groups`` it was
     fitted with, or two to five distinct sizes), frontier fits beyond the sizes below half the largest
     (:func:`frontier_gap`), leave-GPU-out and leave-kernel-out fits and, where a GPU has few runs, fits
-    that hold out a fifth of its runs at a time. Each residual, divided by the
+    that hold out a fifth of its runs at a time (in :data:`FEW_RUNS_PARTITIONS` partitions where it has fewer
+    than :data:`FEW_RUNS_REPEAT_BELOW`). Each residual, divided by the
     cross-fitted difficulty of its row, is a score in the bins of its reasons (:func:`bin_keys`). The random
     folds' predictions also measure how often the predicted-fastest share of each (kernel, GPU, sizes) group
     held its fastest run (:func:`hybridperf.learn.shortlist.held_out_hit_curves`: the odds of `rank`).
@@ -254,6 +269,8 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     for k, family in zip(keys, table["family"]):
         if family == "random":
             k.append("random")  # every random-fold score: the root bin (see ConformalIntervals)
+        elif family == "few-repeat":  # a run scored once per partition: only in few|0, which counts any number
+            k[:] = k[:1] if k[0] == "few|0" else []
     flat = pd.DataFrame({"key": [k for ks in keys for k in ks], "score": np.repeat(score, [len(k) for k in keys]),
                          "shift": np.repeat(shift, [len(k) for k in keys])})
     scores = {str(k): np.sort(g["score"].to_numpy()) for k, g in flat.groupby("key")}

@@ -59,3 +59,48 @@ def test_difficulty_model_predicts_as_its_loaded_copy_does() -> None:
     assert nthread(final) == nthread(loaded) == 0
     np.testing.assert_array_equal(final.predict(X), loaded.predict(X))
     assert sigma.shape == (600,) and np.all(sigma > 0)
+
+
+def _gpu_with_few_runs(n_many: int, n_few: int) -> pd.DataFrame:
+    """Real NeuSight GEMM runs: ``n_many`` of a V100 beside ``n_few`` of a T4 (few by share when under a tenth)."""
+    from hybridperf.datasets import load_dataset
+
+    data = load_dataset("neusight-gemm").query("status == 'ok'")
+    return pd.concat([data[data.gpu == "tesla-v100-pcie-32gb"].sample(n_many, random_state=0),
+                      data[data.gpu == "tesla-t4"].sample(n_few, random_state=1)], ignore_index=True)
+
+
+def _scores(sweep: pd.DataFrame, partitions: int, monkeypatch) -> dict[str, np.ndarray]:
+    from hybridperf.learn import uncertainty
+    from hybridperf.learn.model import train_model
+
+    monkeypatch.setattr(uncertainty, "FEW_RUNS_PARTITIONS", partitions)
+    model = train_model(sweep, booster_params={"n_estimators": 30, "n_jobs": 1})
+    return dict(model.intervals.scores)
+
+
+def test_a_gpu_with_fewest_runs_is_scored_in_each_partition_of_its_runs_and_nothing_else_moves(monkeypatch) -> None:
+    """Under FEW_RUNS_REPEAT_BELOW runs, each further partition adds one score per run to ``few|0`` alone: every
+    other bin (its flags' bins included, which count scores against a minimum) keeps the scores it had."""
+    from hybridperf.learn.uncertainty import FEW_RUNS_PARTITIONS
+
+    sweep = _gpu_with_few_runs(1500, 60)
+    one, many = _scores(sweep, 1, monkeypatch), _scores(sweep, FEW_RUNS_PARTITIONS, monkeypatch)
+    assert set(one) == set(many)
+    # few|0 also holds the random folds' scores of these runs; each further partition scores each of the 60 runs
+    # once more, where the run lies inside its fit's sizes (the largest ones do not).
+    added = len(many["few|0"]) - len(one["few|0"])
+    assert 50 * (FEW_RUNS_PARTITIONS - 1) <= added <= 60 * (FEW_RUNS_PARTITIONS - 1)
+    for key in set(one) - {"few|0"}:
+        np.testing.assert_array_equal(one[key], many[key], err_msg=key)
+
+
+def test_a_gpu_with_many_runs_but_few_by_share_is_scored_in_one_partition(monkeypatch) -> None:
+    from hybridperf.learn.uncertainty import FEW_RUNS_PARTITIONS, FEW_RUNS_REPEAT_BELOW
+
+    sweep = _gpu_with_few_runs(2300, FEW_RUNS_REPEAT_BELOW)  # 200 of 2,300: few by share, not by count
+    one, many = _scores(sweep, 1, monkeypatch), _scores(sweep, FEW_RUNS_PARTITIONS, monkeypatch)
+    assert len(one["few|0"]) >= FEW_RUNS_REPEAT_BELOW - 10
+    assert set(one) == set(many)
+    for key in one:
+        np.testing.assert_array_equal(one[key], many[key], err_msg=key)

@@ -336,6 +336,18 @@ def gpu_names() -> list[str]:
     return [*(Path(s.path).stem for s in _user_specs()), *(s.key for s in _shipped())]
 
 
+def _by_name(key: str) -> GPUSpec | None:
+    """The spec a normalised name means: a spec on the search path first, then a shipped file stem, then any shipped
+    name or alias; None if none."""
+    for s in _user_specs():
+        if key in _names(s):
+            return s
+    by_stem = _shipped_by_stem(key)
+    if by_stem is not None:
+        return by_stem
+    return next((s for s in _shipped() if key in _names(s)), None)
+
+
 def load_gpu(name_or_path: str | Path) -> GPUSpec:
     """Load a GPU spec by shipped name/alias (case and punctuation ignored) or by TOML path.
 
@@ -355,16 +367,9 @@ def load_gpu(name_or_path: str | Path) -> GPUSpec:
             raise UnknownGPUError(f"GPU spec file {text!r} does not exist; check the path")
         return _parse_gpu(p)
     key = normalize_name(text)
-    user = _user_specs()
-    for s in user:
-        if key in _names(s):
-            return s
-    by_stem = _shipped_by_stem(key)
-    if by_stem is not None:
-        return by_stem
-    for s in _shipped():
-        if key in _names(s):
-            return s
+    found = _by_name(key)
+    if found is not None:
+        return found
     entry = device_table().get(key)  # a device name as a tool prints it (nvidia-smi, CUDA, OpenCL, data sets)
     if entry is not None and "gpu" in entry:
         return load_gpu(entry["gpu"])

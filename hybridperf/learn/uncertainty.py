@@ -16,9 +16,8 @@ from hybridperf.learn.intervals import ConformalIntervals, bin_keys, with_fixed_
 from hybridperf.learn.shortlist import held_out_hit_curves
 from hybridperf.sweep import param_columns, size_metric
 
-__all__ = ["CALIBRATION_ROWS", "DIFFICULTY_PREFIXES", "FEW_RUNS_PARTITIONS", "FEW_RUNS_REPEAT_BELOW", "calibration_residuals",
-           "fit_difficulty", "fit_intervals",
-           "frontier_gap"]
+__all__ = ["CALIBRATION_ROWS", "DIFFICULTY_PREFIXES", "FEW_RUNS_PARTITIONS", "FEW_RUNS_REPEAT_BELOW",
+           "calibration_residuals", "fit_difficulty", "fit_intervals", "frontier_gap"]
 
 # Training rows used at most by each calibration fit (a seeded sample above it): calibration needs
 # representative errors, not the last bit of accuracy, and training must stay fast.

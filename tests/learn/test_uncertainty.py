@@ -1,8 +1,10 @@
-"""The frontier fits of calibration: how far each row lies below its kernel's largest trained sizes."""
+"""Calibration fits: how far each row lies below its kernel's largest trained sizes, the difficulty model, and the
+repeated partitions of a GPU's few runs."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from hybridperf.learn.domain import out_of_domain, training_domain
 from hybridperf.learn.uncertainty import _frontier_splits, frontier_gap
@@ -61,32 +63,39 @@ def test_difficulty_model_predicts_as_its_loaded_copy_does() -> None:
     assert sigma.shape == (600,) and np.all(sigma > 0)
 
 
-def _gpu_with_few_runs(n_many: int, n_few: int) -> pd.DataFrame:
-    """Real NeuSight GEMM runs: ``n_many`` of a V100 beside ``n_few`` of a T4 (few by share when under a tenth)."""
+
+@pytest.fixture(scope="module")
+def few_runs_sweep() -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """Real NeuSight GEMM runs, 1,000 of a V100 beside 60 of a T4 (few by share: under a tenth), and the bins of
+    a model of them calibrated with one partition of the T4's runs."""
     from hybridperf.datasets import load_dataset
 
     data = load_dataset("neusight-gemm").query("status == 'ok'")
-    return pd.concat([data[data.gpu == "tesla-v100-pcie-32gb"].sample(n_many, random_state=0),
-                      data[data.gpu == "tesla-t4"].sample(n_few, random_state=1)], ignore_index=True)
+    sweep = pd.concat([data[data.gpu == "tesla-v100-pcie-32gb"].sample(1000, random_state=0),
+                       data[data.gpu == "tesla-t4"].sample(60, random_state=1)], ignore_index=True)
+    with pytest.MonkeyPatch.context() as mp:
+        return sweep, _scores(sweep, mp, partitions=1)
 
 
-def _scores(sweep: pd.DataFrame, partitions: int, monkeypatch) -> dict[str, np.ndarray]:
+def _scores(sweep: pd.DataFrame, mp: pytest.MonkeyPatch, **settings: int) -> dict[str, np.ndarray]:
     from hybridperf.learn import uncertainty
     from hybridperf.learn.model import train_model
 
-    monkeypatch.setattr(uncertainty, "FEW_RUNS_PARTITIONS", partitions)
+    for name, value in settings.items():
+        mp.setattr(uncertainty, f"FEW_RUNS_{name.upper()}", value)
     model = train_model(sweep, booster_params={"n_estimators": 30, "n_jobs": 1})
     return dict(model.intervals.scores)
 
 
-def test_a_gpu_with_fewest_runs_is_scored_in_each_partition_of_its_runs_and_nothing_else_moves(monkeypatch) -> None:
+def test_a_gpu_with_fewest_runs_is_scored_in_each_partition_of_its_runs_and_nothing_else_moves(
+        few_runs_sweep, monkeypatch) -> None:
     """Under FEW_RUNS_REPEAT_BELOW runs, each further partition adds one score per run to ``few|0`` alone: every
     other bin (its flags' bins included, which count scores against a minimum) keeps the scores it had."""
     from hybridperf.learn.uncertainty import FEW_RUNS_PARTITIONS
 
-    sweep = _gpu_with_few_runs(1500, 60)
-    one, many = _scores(sweep, 1, monkeypatch), _scores(sweep, FEW_RUNS_PARTITIONS, monkeypatch)
-    assert set(one) == set(many)
+    sweep, one = few_runs_sweep
+    many = _scores(sweep, monkeypatch, partitions=FEW_RUNS_PARTITIONS)
+    assert FEW_RUNS_PARTITIONS > 1 and set(one) == set(many)
     # few|0 also holds the random folds' scores of these runs; each further partition scores each of the 60 runs
     # once more, where the run lies inside its fit's sizes (the largest ones do not).
     added = len(many["few|0"]) - len(one["few|0"])
@@ -95,12 +104,11 @@ def test_a_gpu_with_fewest_runs_is_scored_in_each_partition_of_its_runs_and_noth
         np.testing.assert_array_equal(one[key], many[key], err_msg=key)
 
 
-def test_a_gpu_with_many_runs_but_few_by_share_is_scored_in_one_partition(monkeypatch) -> None:
-    from hybridperf.learn.uncertainty import FEW_RUNS_PARTITIONS, FEW_RUNS_REPEAT_BELOW
+def test_a_gpu_with_as_many_runs_as_the_repeat_limit_is_scored_in_one_partition(few_runs_sweep, monkeypatch) -> None:
+    from hybridperf.learn.uncertainty import FEW_RUNS_PARTITIONS
 
-    sweep = _gpu_with_few_runs(2300, FEW_RUNS_REPEAT_BELOW)  # 200 of 2,300: few by share, not by count
-    one, many = _scores(sweep, 1, monkeypatch), _scores(sweep, FEW_RUNS_PARTITIONS, monkeypatch)
-    assert len(one["few|0"]) >= FEW_RUNS_REPEAT_BELOW - 10
-    assert set(one) == set(many)
+    sweep, one = few_runs_sweep
+    many = _scores(sweep, monkeypatch, partitions=FEW_RUNS_PARTITIONS, repeat_below=60)  # the T4 has 60 runs
+    assert len(one["few|0"]) >= 50 and set(one) == set(many)
     for key in one:
         np.testing.assert_array_equal(one[key], many[key], err_msg=key)

@@ -142,3 +142,16 @@ def test_gpu_search_path(tmp_path, monkeypatch) -> None:
     spec = load_gpu("My Card")
     assert spec.key == "my-card" and "my-card" in gpu_names() and spec.sm_count == titan.sm_count
     assert load_gpu("titan-v") == titan
+
+
+def test_a_spec_on_the_search_path_wins_over_a_shipped_file_of_the_same_stem(tmp_path, monkeypatch) -> None:
+    from hybridperf.hardware import GPU_PATH_ENV, load_gpu
+
+    t4 = load_gpu("tesla-t4")
+    text = Path(t4.path).read_text().replace('name = "NVIDIA Tesla T4"', 'name = "My T4"')
+    (tmp_path / "gpus").mkdir()
+    (tmp_path / "gpus" / "tesla-t4.toml").write_text(text.replace('aliases = ["t4", "tesla-t4"]', "aliases = []"))
+    monkeypatch.setenv(GPU_PATH_ENV, str(tmp_path / "gpus"))
+    assert load_gpu("tesla-t4").name == "My T4" and load_gpu("t4") is t4  # the user's file has no alias t4
+    monkeypatch.delenv(GPU_PATH_ENV)
+    assert load_gpu("tesla-t4") is t4

@@ -30,10 +30,11 @@ _MAX_SKIP = 3  # forward fits predict the largest size band from the bands up to
 # parameter and predict the rest: size shifts measured as the size factor of the reasons measures them.
 _FRONTIER_STEPS = (1.0,)
 # A GPU with few runs (under FEW_RUNS_REPEAT_BELOW of them) is held out in FEW_RUNS_PARTITIONS different 5-fold
-# partitions of its runs, whose scores pool in its bin ``few|0``. With one partition the bin's quantile swung with
-# the split: CLBlast S4, RTX 2080 Ti with 50 runs, 59 scores: q90 6.74 / 9.26 / 8.34 from fold seeds 0 / 1 / 2 (the
-# test rows' own 9.37), each fold's fit setting that GPU's level from its 40 other runs, so a fold's scores move
-# together. More runs set the level steadily and need no repeats (they would add fits: 5 per partition).
+# partitions of its runs, and its bin ``few|0`` keeps one of each run's scores, its partition drawn at random
+# (_one_score_per_run). With one partition the bin's quantile swung with the split: CLBlast S4, RTX 2080 Ti with
+# 50 runs, 59 scores: q90 6.74 / 9.26 / 8.34 from fold seeds 0 / 1 / 2 (the test rows' own 9.37), each fold's fit
+# setting that GPU's level from its 40 other runs, so a fold's scores move together. More runs set the level
+# steadily and need no repeats (they would add fits: 5 per partition).
 FEW_RUNS_PARTITIONS = 3
 FEW_RUNS_REPEAT_BELOW = 200
 
@@ -231,6 +232,27 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
     return table[np.isfinite(table["residual"].to_numpy(dtype=np.float64))].reset_index(drop=True)
 
 
+def _one_score_per_run(keys: list[list[str]], families: np.ndarray, runs: np.ndarray, random_state: int) -> None:
+    """Of each run scored in several partitions (families ``few`` and ``few-repeat``, main bin ``few|0``), one
+    score drawn at random stays in ``few|0`` and the others leave it (a ``few`` score keeps its other bins; a
+    repeat has none). ``keys`` is changed in place. One score per run keeps the bin's count that of its runs,
+    the n of the conformal rank (pooling every partition's score would triple it, making a quantile finite that
+    the runs cannot support, and weigh a GPU under FEW_RUNS_REPEAT_BELOW runs 3x against one over it), while
+    drawing each run's partition spreads the bin's scores over 15 fits instead of 5, whose shifts of the GPU's
+    level (each sets it from four fifths of the runs) no longer move a fifth of the scores together."""
+    in_bin = np.array([bool(k) and k[0] == "few|0" for k in keys], dtype=bool)
+    repeated = np.unique(runs[(families == "few-repeat") & in_bin])
+    cand = np.flatnonzero(np.isin(families, ("few", "few-repeat")) & in_bin & np.isin(runs, repeated))
+    if not len(cand):
+        return
+    shuffled = cand[np.random.default_rng([random_state, 7]).permutation(len(cand))]
+    _, first = np.unique(runs[shuffled], return_index=True)  # each run's first draw in the shuffled order
+    keep = set(shuffled[first].tolist())
+    for i in cand:
+        if i not in keep:
+            keys[i][:] = [k for k in keys[i] if k != "few|0"]
+
+
 def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, regimes: np.ndarray, *,
                   groups: np.ndarray | None = None, random_state: int = 0,
                   unseen_baseline: str | None = None,
@@ -242,9 +264,9 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     fitted with, or two to five distinct sizes), frontier fits beyond the sizes below half the largest
     (:func:`frontier_gap`), leave-GPU-out and leave-kernel-out fits and, where a GPU has few runs, fits
     that hold out a fifth of its runs at a time (in :data:`FEW_RUNS_PARTITIONS` partitions where it has fewer
-    than :data:`FEW_RUNS_REPEAT_BELOW`). Each residual, divided by the
-    cross-fitted difficulty of its row, is a score in the bins of its reasons (:func:`bin_keys`). The random
-    folds' predictions also measure how often the predicted-fastest share of each (kernel, GPU, sizes) group
+    than :data:`FEW_RUNS_REPEAT_BELOW`, one score per run kept: :func:`_one_score_per_run`). Each residual,
+    divided by the cross-fitted difficulty of its row, is a score in the bins of its reasons (:func:`bin_keys`).
+    The random folds' predictions also measure how often the predicted-fastest share of each (kernel, GPU, sizes) group
     held its fastest run (:func:`hybridperf.learn.shortlist.held_out_hit_curves`: the odds of `rank`).
     ``X`` is the estimator's design matrix of the training ``rows`` (times ``y``); ``regimes`` their
     MWP-CWP regime codes. None when the estimator kept no held-out predictions (coverage=None).
@@ -268,8 +290,9 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     for k, family in zip(keys, table["family"]):
         if family == "random":
             k.append("random")  # every random-fold score: the root bin (see ConformalIntervals)
-        elif family == "few-repeat":  # a run scored once per partition: only in few|0, which counts any number
+        elif family == "few-repeat":  # a further partition's score: for few|0 alone (see _one_score_per_run)
             k[:] = k[:1] if k[0] == "few|0" else []
+    _one_score_per_run(keys, table["family"].to_numpy(), table["row"].to_numpy(dtype=int), random_state)
     flat = pd.DataFrame({"key": [k for ks in keys for k in ks], "score": np.repeat(score, [len(k) for k in keys]),
                          "shift": np.repeat(shift, [len(k) for k in keys])})
     scores = {str(k): np.sort(g["score"].to_numpy()) for k, g in flat.groupby("key")}

@@ -78,28 +78,32 @@ def few_runs_sweep() -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
 
 
 def _scores(sweep: pd.DataFrame, mp: pytest.MonkeyPatch, **settings: int) -> dict[str, np.ndarray]:
+    """The model's calibration bins, with FEW_RUNS_<NAME> = value for each setting. Calibration fits sample 800 of
+    the 1,060 rows (CALIBRATION_ROWS), so that they draw from the generator whose draws the repeats must leave
+    alone, and the T4 stays few by share in the few-runs fits (48 of its runs beside 752 others)."""
     from hybridperf.learn import uncertainty
     from hybridperf.learn.model import train_model
 
+    mp.setattr(uncertainty, "CALIBRATION_ROWS", 800)
     for name, value in settings.items():
         mp.setattr(uncertainty, f"FEW_RUNS_{name.upper()}", value)
     model = train_model(sweep, booster_params={"n_estimators": 30, "n_jobs": 1})
     return dict(model.intervals.scores)
 
 
-def test_a_gpu_with_fewest_runs_is_scored_in_each_partition_of_its_runs_and_nothing_else_moves(
+def test_a_gpu_with_fewest_runs_keeps_one_score_per_run_from_several_partitions_and_nothing_else_moves(
         few_runs_sweep, monkeypatch) -> None:
-    """Under FEW_RUNS_REPEAT_BELOW runs, each further partition adds one score per run to ``few|0`` alone: every
-    other bin (its flags' bins included, which count scores against a minimum) keeps the scores it had."""
+    """Under FEW_RUNS_REPEAT_BELOW runs, ``few|0`` keeps as many scores as with one partition (one per run, the
+    n of the conformal rank), some of them from the further partitions; every other bin (its flags' bins included)
+    keeps the scores it had."""
     from hybridperf.learn.uncertainty import FEW_RUNS_PARTITIONS
 
     sweep, one = few_runs_sweep
     many = _scores(sweep, monkeypatch, partitions=FEW_RUNS_PARTITIONS)
     assert FEW_RUNS_PARTITIONS > 1 and set(one) == set(many)
-    # few|0 also holds the random folds' scores of these runs; each further partition scores each of the 60 runs
-    # once more, where the run lies inside its fit's sizes (the largest ones do not).
-    added = len(many["few|0"]) - len(one["few|0"])
-    assert 50 * (FEW_RUNS_PARTITIONS - 1) <= added <= 60 * (FEW_RUNS_PARTITIONS - 1)
+    assert len(one["few|0"]) >= 55 and len(many["few|0"]) == len(one["few|0"])
+    # About (partitions - 1) / partitions of the 60 runs' scores come from another partition's fit.
+    assert len(np.setdiff1d(many["few|0"], one["few|0"])) >= 20
     for key in set(one) - {"few|0"}:
         np.testing.assert_array_equal(one[key], many[key], err_msg=key)
 

@@ -63,7 +63,6 @@ def test_difficulty_model_predicts_as_its_loaded_copy_does() -> None:
     assert sigma.shape == (600,) and np.all(sigma > 0)
 
 
-
 @pytest.fixture(scope="module")
 def few_runs_sweep() -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Real NeuSight GEMM runs, 1,000 of a V100 beside 60 of a T4 (few by share: under a tenth), and the bins of

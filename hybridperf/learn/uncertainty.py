@@ -240,6 +240,8 @@ def _one_score_per_run(keys: list[list[str]], families: np.ndarray, runs: np.nda
     the runs cannot support, and weigh a GPU under FEW_RUNS_REPEAT_BELOW runs 3x against one over it), while
     drawing each run's partition spreads the bin's scores over 15 fits instead of 5, whose shifts of the GPU's
     level (each sets it from four fifths of the runs) no longer move a fifth of the scores together."""
+    for i in np.flatnonzero(families == "few-repeat"):  # a further partition's score serves few|0 alone
+        keys[i][:] = keys[i][:1] if keys[i][0] == "few|0" else []
     in_bin = np.array([bool(k) and k[0] == "few|0" for k in keys], dtype=bool)
     repeated = np.unique(runs[(families == "few-repeat") & in_bin])
     cand = np.flatnonzero(np.isin(families, ("few", "few-repeat")) & in_bin & np.isin(runs, repeated))
@@ -290,8 +292,6 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     for k, family in zip(keys, table["family"]):
         if family == "random":
             k.append("random")  # every random-fold score: the root bin (see ConformalIntervals)
-        elif family == "few-repeat":  # a further partition's score: for few|0 alone (see _one_score_per_run)
-            k[:] = k[:1] if k[0] == "few|0" else []
     _one_score_per_run(keys, table["family"].to_numpy(), table["row"].to_numpy(dtype=int), random_state)
     flat = pd.DataFrame({"key": [k for ks in keys for k in ks], "score": np.repeat(score, [len(k) for k in keys]),
                          "shift": np.repeat(shift, [len(k) for k in keys])})

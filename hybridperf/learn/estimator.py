@@ -87,6 +87,14 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         run's weight. As in Ansor the weights are not rescaled (the fastest run of a problem weighs 1), and
         they apply to the residual regressor and the scale calibrations; the affine calibration of a
         first-column group and the stacking weight are fitted unweighted.
+    transfer_baseline_column : int or str, optional
+        A column of X (a name not among X's columns is ignored) with an analytical time (log ms) that the transfer fit predicts every kernel's rows from,
+        where it is finite on all of them, instead of the kernel's own ``baseline_column`` (``transfer_kernels_``).
+        A kernel's own baseline is chosen for its shape once scaled per (kernel, GPU); a GPU with no runs has no
+        such scale, so it needs the model that carries hardware differences: :func:`make_model` passes the
+        hierarchical roofline, NeuSight's per-wave roofline, whose fraction the transfer regressor learns (issue
+        11). Where such a kernel is trained on one GPU alone, the transfer fit is made for it too (without it, a
+        GPU with no runs took the main fit, its kernel's own baseline and the one GPU's scale).
     unseen_baseline_column : str, optional
         The column of the baseline that rows of groups never trained (a kernel with no runs) are predicted
         from (the features' fallback). The overall offsets ``offset_`` and ``transfer_offset_``, which only
@@ -103,6 +111,8 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     transfer_regressor_ : the transfer regressor (``transfer``; None when not fitted).
     transfer_offsets_, transfer_offset_ : its per-group calibration tables (second group column on)
         and overall offset.
+    transfer_kernels_ : the last-group-column ids (kernels) whose transfer fit predicts from
+        ``transfer_baseline_column`` (sorted; those whose own baseline is another column).
     residual_weight_ : float, overall weight of the learned residual (1 unless shrink_residual).
     residual_weights_ : {group id: weight} for the last group column.
     oof_abs_log_errors_ : sorted out-of-fold |log(pred/measured)| from random folds: the conformal
@@ -117,7 +127,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
                  coverage: float | None = 0.9, n_splits: int = 5, random_state: int | None = 0,
                  group_columns: Any = None, shrink_residual: bool = False, calibration: str = "scale",
                  extrapolation_columns: Any = None, transfer: bool = False, weighting: str = "uniform",
-                 unseen_baseline_column: str | None = None) -> None:
+                 unseen_baseline_column: str | None = None, transfer_baseline_column: int | str | None = None) -> None:
         self.regressor = regressor
         self.baseline_column = baseline_column
         self.mode = mode
@@ -131,6 +141,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         self.transfer = transfer
         self.weighting = weighting
         self.unseen_baseline_column = unseen_baseline_column
+        self.transfer_baseline_column = transfer_baseline_column
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -232,34 +243,62 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     def _fit_transfer(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None) -> None:
         """The transfer regressor and its calibration (see ``transfer``), or None where it does not apply."""
         core = self._transfer_core(X, target, w)
-        self.transfer_offsets_, self.transfer_offset_, self.transfer_regressor_ = core or ([], 0.0, None)
+        self.transfer_offsets_, self.transfer_offset_, self.transfer_regressor_, self.transfer_kernels_ = \
+            core or ([], 0.0, None, [])
+
+    def _transfer_base(self, X: np.ndarray, kernels: list[float]) -> FloatArray:
+        """Each row's baseline (log ms) in the transfer fit: ``transfer_baseline_column`` for the rows of
+        ``kernels`` (last-group-column ids), ``baseline_column`` for the others."""
+        base = self._base(X)
+        if not kernels:
+            return base
+        rows = np.isin(X[:, self._group_indices()[-1]], kernels)
+        return np.where(rows, X[:, self._indices([self.transfer_baseline_column])[0]], base)
+
+    def _rebased_kernels(self, X: np.ndarray, kernel: np.ndarray) -> list[float]:
+        """The kernels (ids in ``kernel``) whose transfer fit takes ``transfer_baseline_column``: it is a column
+        of X, finite on every row of the kernel and not already the kernel's baseline."""
+        c = self.transfer_baseline_column
+        if c is None or (isinstance(c, str) and c not in [str(n) for n in getattr(self, "feature_names_in_", [])]):
+            return []  # e.g. a design matrix without analytical columns
+        col, base = X[:, self._indices([c])[0]], self._base(X)
+        out = []
+        for k in np.unique(kernel[np.isfinite(kernel)]):
+            m = kernel == k
+            if np.all(np.isfinite(col[m])) and not np.array_equal(col[m], base[m]):
+                out.append(float(k))
+        return out
 
     def _transfer_core(self, X: np.ndarray, target: np.ndarray,
-                       w: np.ndarray | None) -> tuple[list[GroupTable], float, Any] | None:
-        """(calibration tables from the second group column on, overall offset, regressor) of the transfer
-        fit on these rows (see ``transfer``), or None where it does not apply to them."""
+                       w: np.ndarray | None) -> tuple[list[GroupTable], float, Any, list[float]] | None:
+        """(calibration tables from the second group column on, overall offset, regressor, kernels predicted from
+        ``transfer_baseline_column``) of the transfer fit on these rows (see ``transfer``), or None where it does
+        not apply to them: no kernel is trained on two or more GPUs and none changes baseline."""
         idx = self._group_indices()
         if not (self.transfer and self.mode == "hybrid" and len(idx) >= 2 and self._baseline_index() is not None):
             return None
         first, last = X[:, idx[0]], X[:, idx[-1]]
         ok = np.isfinite(first) & np.isfinite(last)
+        rebased = self._rebased_kernels(X, np.where(ok, last, np.nan))
         spread = pd.Series(first[ok]).groupby(last[ok]).nunique()
-        if not (spread >= 2).any():
+        if not ((spread >= 2).any() or rebased):
             return None
-        w = self._fit_weights(X, target, w)
-        levels, glob = fit_offsets([X[:, j] for j in idx[1:]], target, w, self._base(X),
-                                   affine=self.calibration == "affine")
+        w = self._fit_weights(X, target, w)  # from the rows' times, whatever baseline the transfer fit takes
+        base = self._transfer_base(X, rebased)
+        own = target - (base - self._base(X))  # log(time) - the transfer fit's baseline (0 shift on other rows)
+        levels, glob = fit_offsets([X[:, j] for j in idx[1:]], own, w, base, affine=self.calibration == "affine")
         glob = self._unseen_offset(X, target, w, glob)  # it too serves only kernels never trained
-        off = apply_offsets([X[:, j] for j in idx[1:]], levels, glob, self._base(X))
-        return levels, glob, self._fit_one(self._without_first_group(X), target - off, w)
+        off = apply_offsets([X[:, j] for j in idx[1:]], levels, glob, base)
+        return levels, glob, self._fit_one(self._without_first_group(X), own - off, w), rebased
 
-    def _transfer_log_predict(self, X: np.ndarray, levels: list[GroupTable], glob: float, reg: Any, *,
-                              weights: np.ndarray) -> FloatArray:
-        """Log predictions of rows of first-column groups never trained, by a transfer fit's parts, the learned
-        residual scaled by ``weights``."""
+    def _transfer_log_predict(self, X: np.ndarray, levels: list[GroupTable], glob: float, reg: Any,
+                              kernels: list[float], *, weights: np.ndarray) -> FloatArray:
+        """Log predictions of rows of first-column groups never trained, by a transfer fit's parts (``kernels``:
+        those predicted from ``transfer_baseline_column``), the learned residual scaled by ``weights``."""
         idx = self._group_indices()
-        off = apply_offsets([X[:, j] for j in idx[1:]], levels, glob, self._base(X))
-        return self._base(X) + off + weights * reg.predict(self._without_first_group(X))
+        base = self._transfer_base(X, kernels)
+        off = apply_offsets([X[:, j] for j in idx[1:]], levels, glob, base)
+        return base + off + weights * reg.predict(self._without_first_group(X))
 
     def _fit_weights(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None) -> np.ndarray | None:
         """The training weights ``weighting`` asks for, from the rows of this fit alone (see the class docstring),
@@ -439,7 +478,8 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
             unseen = ~pd.Series(X[:, idx[0]]).isin(list(self.group_offsets_[0])).to_numpy()
             if unseen.any():
                 out[unseen] = self._transfer_log_predict(X[unseen], self.transfer_offsets_, self.transfer_offset_,
-                                                         self.transfer_regressor_, weights=self._weights(X[unseen]))
+                                                         self.transfer_regressor_, getattr(self, "transfer_kernels_", []),
+                                                         weights=self._weights(X[unseen]))
         return out
 
     def predict(self, X: npt.ArrayLike) -> np.ndarray:

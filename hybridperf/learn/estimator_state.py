@@ -47,6 +47,7 @@ def estimator_to_dict(est: HybridRegressor) -> dict[str, Any]:
         "transfer_offsets_": [[[k, v[0], v[1]] for k, v in sorted(t.items())] for t in est.transfer_offsets_],
         "transfer_offset_": float(est.transfer_offset_),
         "transfer_booster": None if est.transfer_regressor_ is None else booster_to_json(est.transfer_regressor_),
+        "transfer_kernels_": sorted(getattr(est, "transfer_kernels_", [])),
     }
 
 
@@ -79,12 +80,21 @@ def estimator_from_dict(cls: type[HybridRegressor], doc: Any) -> HybridRegressor
         est.extrapolation_mask_ = np.array([bool(v) for v in doc["extrapolation_mask_"]], dtype=bool)
         est.transfer_offsets_ = [{float(k): (float(a), float(b)) for k, a, b in t} for t in doc["transfer_offsets_"]]
         est.transfer_offset_ = float(doc["transfer_offset_"])
+        # absent in files written before it: every kernel's transfer fit took its own baseline
+        est.transfer_kernels_ = [float(k) for k in doc.get("transfer_kernels_", [])]
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFileError(f"model file estimator state is malformed ({type(exc).__name__}: {exc}); "
                              "retrain the model") from None
     if names and len(names) != n or not (len(est.feature_min_) == len(est.feature_max_)
                                          == len(est.extrapolation_mask_) == n):
         raise ModelFileError(f"model file per-feature arrays do not match its {n} features; retrain the model")
+    if est.transfer_kernels_:
+        try:  # the column the kernels' transfer fit predicts from, and the group columns that name the kernels
+            est._indices([est.transfer_baseline_column])
+            est._group_indices()[-1]
+        except (ValueError, TypeError, IndexError):
+            raise ModelFileError("model file transfer_kernels_ need a transfer_baseline_column among its features "
+                                 "and group columns; retrain the model") from None
     est.regressor_ = booster_from_json(doc.get("booster"), n) if est.mode in ("hybrid", "boosting") else None
     transfer = doc.get("transfer_booster")
     est.transfer_regressor_ = None if transfer is None or est.mode != "hybrid" else booster_from_json(transfer, n)

@@ -76,6 +76,9 @@ def make_model(*, baseline: str = "auto", mode: str = "hybrid", coverage: float 
                               random_state=random_state, group_columns=list(GROUP_COLUMNS),
                               shrink_residual=shrink_residual, calibration=calibration,
                               extrapolation_columns=EXTRAPOLATION_COLUMNS, transfer=True,
+                              # a baseline the caller names serves every GPU; with "auto" a GPU without runs is
+                              # predicted from the per-wave hierarchical roofline (see HybridRegressor)
+                              transfer_baseline_column=baseline_column("hierarchical") if baseline == "auto" else None,
                               weighting=weighting if mode == "hybrid" else "uniform")
     return Pipeline([("features", features), ("hybrid", est)])
 

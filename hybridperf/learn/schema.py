@@ -171,11 +171,12 @@ _ESTIMATOR_PARAMS = {
     "transfer": {"type": "boolean"},
     "weighting": {"enum": list(WEIGHTINGS)},
     "unseen_baseline_column": {"oneOf": [{"type": "null"}, _NAME]},
+    "transfer_baseline_column": {"oneOf": [{"type": "null"}, _NAME, {"type": "integer", "minimum": 0}]},
 }
 # Parameters added later: absent in files written before them, which were fitted with the class default.
-_LATER_PARAMS = {"weighting", "unseen_baseline_column"}
+_LATER_PARAMS = {"weighting", "unseen_baseline_column", "transfer_baseline_column"}
 
-_ESTIMATOR = _obj({
+_ESTIMATOR_FIELDS = {
     "params": _obj(_ESTIMATOR_PARAMS, required=[k for k in _ESTIMATOR_PARAMS if k not in _LATER_PARAMS]),
     "n_features_in_": {"type": "integer", "minimum": 1, "maximum": MAX_FEATURES},
     "feature_names_in_": _array(_NAME, MAX_FEATURES),
@@ -194,7 +195,10 @@ _ESTIMATOR = _obj({
         _ID, _LOG, {"type": "number", "minimum": 0, "maximum": 1e12}]), _MAX_ITEMS), 10),
     "transfer_offset_": _LOG,
     "transfer_booster": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
-})
+    # kernel ids (estimator_state); absent in files written before it
+    "transfer_kernels_": _array(_ID),
+}
+_ESTIMATOR = _obj(_ESTIMATOR_FIELDS, required=[k for k in _ESTIMATOR_FIELDS if k != "transfer_kernels_"])
 
 _INTERVALS = _obj({
     "version": {"type": "integer", "minimum": 1, "maximum": 1000},

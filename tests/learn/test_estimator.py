@@ -176,6 +176,64 @@ def test_transfer_needs_a_kernel_seen_on_two_gpus_and_survives_the_state_round_t
     assert back.transfer and back.transfer_regressor_ is not None
 
 
+def _own_and_roofline(n_per: int = 200, seed: int = 2):
+    """One kernel on two GPUs: columns own baseline, roofline, (kernel, GPU) id, kernel id. The roofline knows the
+    GPUs apart (GPU B's is 1.0 higher in log) and the time is 1.35x it on both; the own baseline fits GPU A's shape
+    once scaled (it equals log time - 0.3 there) but has no term for the GPU."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for g, gpu_term in enumerate((0.0, 1.0)):
+        x = rng.uniform(0.0, 3.0, n_per)
+        roofline = x + 0.2 * np.sin(3 * x) + gpu_term
+        y = np.exp(roofline + 0.3 + rng.normal(0, 0.005, n_per))
+        own = x + 0.2 * np.sin(3 * x) + 0.4 * x**2 / 9  # off-shape against the roofline, and blind to the GPU
+        rows.append(np.column_stack([own, roofline, np.full(n_per, 10.0 + g), np.full(n_per, 7.0), y]))
+    data = np.vstack(rows)
+    return data[:, :4], data[:, 4]
+
+
+def test_a_gpu_without_runs_is_predicted_from_the_transfer_baseline_even_with_one_gpu_trained() -> None:
+    X, y = _own_and_roofline()
+    a = X[:, 2] == 10.0
+    kw = dict(regressor=XGBRegressor(n_estimators=60, max_depth=3, n_jobs=1, random_state=0), baseline_column=0,
+              coverage=None, group_columns=[2, 3], transfer=True)
+    old = HybridRegressor(**kw).fit(X[a], y[a])
+    new = HybridRegressor(**kw, transfer_baseline_column=1).fit(X[a], y[a])
+    assert old.transfer_regressor_ is None and new.transfer_regressor_ is not None
+    assert new.transfer_kernels_ == [7.0]
+    err = lambda est: np.median(np.abs(np.log(est.predict(X[~a]) / y[~a])))  # noqa: E731
+    # Without it, GPU B took GPU A's scale of the own baseline: 1.0 off in log (its GPU term). From the roofline,
+    # scaled on GPU A, it is off by the residual trees' error alone.
+    assert err(new) < 0.05 and err(old) > 0.9
+    # The trained GPU's rows are predicted as before, by the main fit.
+    np.testing.assert_array_equal(new.predict(X[a]), old.predict(X[a]))
+    # The state round trip keeps the kernels that changed baseline (and refuses them without the column).
+    import json
+
+    from hybridperf.learn.persist import ModelFileError
+
+    doc = json.loads(json.dumps(new.to_dict(), allow_nan=False))
+    back = HybridRegressor.from_dict(doc)
+    assert back.transfer_kernels_ == [7.0]
+    np.testing.assert_array_equal(back.predict(X), new.predict(X))
+    doc["params"]["transfer_baseline_column"] = None
+    with pytest.raises(ModelFileError, match="transfer_kernels_"):
+        HybridRegressor.from_dict(doc)
+
+
+def test_the_transfer_baseline_changes_nothing_where_it_is_the_kernels_own() -> None:
+    X, y = _gpus(n_per=80)
+    held = X[:, 2] == 12.0
+    kw = dict(regressor=XGBRegressor(n_estimators=20, n_jobs=1), baseline_column=0, coverage=None,
+              group_columns=[2, 3], transfer=True)
+    plain = HybridRegressor(**kw).fit(X[~held], y[~held])
+    same = HybridRegressor(**kw, transfer_baseline_column=0).fit(X[~held], y[~held])
+    assert same.transfer_kernels_ == []
+    np.testing.assert_array_equal(same.predict(X), plain.predict(X))
+    one = X[:, 2] == 10.0  # one GPU and no kernel to rebase: no transfer fit, as before
+    assert HybridRegressor(**kw, transfer_baseline_column=0).fit(X[one], y[one]).transfer_regressor_ is None
+
+
 def test_held_out_rows_of_a_gpu_the_split_never_trained_are_predicted_as_a_model_of_that_split_would() -> None:
     # The leave-GPU-out scores of the intervals must measure the predictor a GPU without runs gets: the transfer
     # fit. A fresh estimator fitted on the split's training rows is the independent reference.

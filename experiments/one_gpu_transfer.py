@@ -116,7 +116,8 @@ def main(argv: list[str]) -> None:
         res = res.merge(prev[keys + ["hybrid"]].rename(columns={"hybrid": "hybrid main"}), on=keys, how="left")
     cols = keys + ["n", "hybrid"] + (["hybrid main"] if "hybrid main" in res else []) + [
         "calibrated:hierarchical", "analytical:hierarchical"]
-    summary = res.groupby("dataset", sort=False)[[c for c in cols if c.startswith(("hybrid", "calibrated", "analytical"))]]
+    methods = [c for c in cols if c.startswith(("hybrid", "calibrated", "analytical"))]
+    summary = res.groupby("dataset", sort=False)[methods]
     text = [header("A GPU with no runs, predicted from one other GPU's runs",
                    ".venv/bin/python experiments/one_gpu_transfer.py").replace(
                        "(commit", f"(hybrid: commit {res['code'].iloc[0]}; report: commit"),

@@ -88,13 +88,16 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         they apply to the residual regressor and the scale calibrations; the affine calibration of a
         first-column group and the stacking weight are fitted unweighted.
     transfer_baseline_column : int or str, optional
-        A column of X (a name not among X's columns is ignored) with an analytical time (log ms) that the transfer fit predicts every kernel's rows from,
-        where it is finite on all of them, instead of the kernel's own ``baseline_column`` (``transfer_kernels_``).
+        A column of X (a name not among X's columns is ignored) with an analytical time (log ms) that the
+        transfer fit predicts every kernel's rows from, where it is finite on all of them, instead of the
+        kernel's own ``baseline_column`` (``transfer_kernels_``).
         A kernel's own baseline is chosen for its shape once scaled per (kernel, GPU); a GPU with no runs has no
         such scale, so it needs the model that carries hardware differences: :func:`make_model` passes the
         hierarchical roofline, NeuSight's per-wave roofline, whose fraction the transfer regressor learns (issue
         11). Where such a kernel is trained on one GPU alone, the transfer fit is made for it too (without it, a
-        GPU with no runs took the main fit, its kernel's own baseline and the one GPU's scale).
+        GPU with no runs took the main fit, its kernel's own baseline and the one GPU's scale); as everywhere the
+        transfer fit exists, it then also predicts the rows of kernels never trained (their baseline stays the
+        fallback, ``unseen_baseline_column``, and their offset its overall one).
     unseen_baseline_column : str, optional
         The column of the baseline that rows of groups never trained (a kernel with no runs) are predicted
         from (the features' fallback). The overall offsets ``offset_`` and ``transfer_offset_``, which only
@@ -477,9 +480,9 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
             idx = self._group_indices()
             unseen = ~pd.Series(X[:, idx[0]]).isin(list(self.group_offsets_[0])).to_numpy()
             if unseen.any():
-                out[unseen] = self._transfer_log_predict(X[unseen], self.transfer_offsets_, self.transfer_offset_,
-                                                         self.transfer_regressor_, getattr(self, "transfer_kernels_", []),
-                                                         weights=self._weights(X[unseen]))
+                out[unseen] = self._transfer_log_predict(
+                    X[unseen], self.transfer_offsets_, self.transfer_offset_, self.transfer_regressor_,
+                    getattr(self, "transfer_kernels_", []), weights=self._weights(X[unseen]))
         return out
 
     def predict(self, X: npt.ArrayLike) -> np.ndarray:

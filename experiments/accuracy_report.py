@@ -23,6 +23,8 @@ PREVIOUS = "main"
 PREVIOUS_SOURCE = {
     "neusight-s2": "the results committed on main in d58601a (21 Nov, before issue 11's work)",
     "ktt-s6": "this script run on 6c7d7ce (27 Nov, before the hierarchical roofline took local memory)",
+    "kt-s6": "this script run on face11a (29 Nov, before a GPU with no runs was predicted from the hierarchical "
+             "roofline for every kernel: only dedispersion and pnpoly, whose own baselines are others, change)",
     "uci-s5": "the results committed on main in cf41f60 (21 Nov, before issue 11's work; seed 0 only, no random "
               "comparison: its mean over seeds is that one seed)"}
 

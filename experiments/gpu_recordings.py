@@ -158,7 +158,9 @@ def main() -> None:
         "\n## 4. A model trained on the seed-004 TITAN V times, on GPUs it never saw\n",
         "`hybridperf train titanv-seed004` (what `make demo` does; the default model also learned the seed-004 "
         "kernels from these times until it was retrained on the recordings). The TITAN V times lead to "
-        "predictions 19-660x longer than a kernel-only time on these GPUs (see the table), which a "
+        f"predictions {dm['median pred/meas'].min():.0f}-{dm['median pred/meas'].max():.0f}x longer (medians per "
+        "kernel and GPU) than a kernel-only time on these GPUs (see the table; 19-660x before a GPU with no runs "
+        "was predicted from the hierarchical roofline), which a "
         "TITAN V's 653 GB/s cannot explain (vecadd of 1e7 floats moves 120 MB: 0.18 ms at peak, the report "
         "gives 24.5 ms), so they most likely include host-device copies. Every row is flagged out of domain "
         "(a GPU never trained for the kernel). Trained on one GPU, the model has no measure of a GPU shift, so "

@@ -20,15 +20,26 @@ _ADVISE_EXAMPLES = """examples:
 _SET_HELP = "parameter values: 4096 | 1024,2048 | 1024:8192:1024 | 1024:32768:x2 (repeatable)"
 
 
-def _baseline_line(args: argparse.Namespace, kernel: str) -> str:
-    """Which analytical model a trained model uses as this kernel's baseline (with -m), else how to find out."""
+def _baseline_line(args: argparse.Namespace, kernel: str, gpu: str) -> str:
+    """Which analytical model a trained model uses as this kernel's baseline on this GPU (with -m), else how to
+    find out: the kernel's own, or for a GPU the model has no runs of the kernel on, the transfer fit's."""
     if not args.model_file:
         return ("baseline: a trained model picks one of these times per kernel from measured runs; "
                 "pass -m MODEL to see which")
+    import numpy as np
+
+    from hybridperf.learn.baseline import _ids
     from hybridperf.learn.model import load_model
 
     model = load_model(args.model_file)
     chosen = model.features.baselines_.get(kernel)
+    est = model.estimator
+    trained = model.features.domain_.get(kernel, {}).get("gpus", [])
+    kid = float(_ids(np.array([kernel], dtype=object))[0])
+    if chosen and gpu not in trained and getattr(est, "transfer_regressor_", None) is not None \
+            and kid in getattr(est, "transfer_kernels_", []):
+        return (f"baseline: {args.model_file} has no runs of {kernel} on {gpu}, so it corrects the hierarchical "
+                f"time (the {chosen} time on the GPUs it trained {kernel} on)")
     if chosen:
         return f"baseline: {args.model_file} corrects the {chosen} time for {kernel}"
     return (f"baseline: {args.model_file} was not trained on {kernel}; it would use its fallback "
@@ -69,7 +80,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         shared = [p for p in params if p not in varying]
         if shared:
             print_note("every row: " + ", ".join(f"{p}={_value(summary[p].iloc[0])}" for p in shared))
-        print_note(_baseline_line(args, res.kernel.name))
+        print_note(_baseline_line(args, res.kernel.name, res.gpu.key))
         if "scaled-counts" in res.terms:
             print_note("scaled_counts_ms: occupancy-scaled counts (Karan Kumar, NYU report) with adjusting weight 1; "
                        "meaningful only once calibrated on measured runs (the hybrid model does that per kernel and "

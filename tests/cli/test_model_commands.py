@@ -130,3 +130,18 @@ def test_train_weighting_is_recorded_and_checked(model_path: str, tmp_path, caps
     assert main(["train", SWEEP, "-o", str(tmp_path / "x.json"), "--weighting", "fast"]) == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'fast'" in err and err.count("\n") == 1 and not (tmp_path / "x.json").exists()
+
+
+def test_analyze_names_the_baseline_a_gpu_without_runs_is_predicted_from(model_path: str, capsys) -> None:
+    from hybridperf.learn.model import load_model
+
+    own = load_model(model_path).features.baselines_["seed004-matvec"]
+    assert own != "hierarchical"  # the case this checks: a kernel whose own baseline is another model
+    args = ["analyze", "-m", model_path, "--kernel", "matvec", "--set", "N=4096", "--gpu"]
+    assert main([*args, "titan-v"]) == 0  # the GPU it was trained on
+    captured = capsys.readouterr()
+    assert f"corrects the {own} time for seed004-matvec" in " ".join((captured.out + captured.err).split())
+    assert main([*args, "h100-sxm"]) == 0  # no runs there: the transfer fit, from the hierarchical roofline
+    captured = capsys.readouterr()
+    assert (f"has no runs of seed004-matvec on h100-sxm, so it corrects the hierarchical time (the {own} time on "
+            "the GPUs it trained seed004-matvec on)") in " ".join((captured.out + captured.err).split())

@@ -282,25 +282,31 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
             return None
         first, last = X[:, idx[0]], X[:, idx[-1]]
         ok = np.isfinite(first) & np.isfinite(last)
-        rebased = self._rebased_kernels(X, np.where(ok, last, np.nan))
+        rebased = self._rebased_kernels(X, last)
         spread = pd.Series(first[ok]).groupby(last[ok]).nunique()
         if not ((spread >= 2).any() or rebased):
             return None
         w = self._fit_weights(X, target, w)  # from the rows' times, whatever baseline the transfer fit takes
         base = self._transfer_base(X, rebased)
         own = target - (base - self._base(X))  # log(time) - the transfer fit's baseline (0 shift on other rows)
-        levels, glob = fit_offsets([X[:, j] for j in idx[1:]], own, w, base, affine=self.calibration == "affine")
-        glob = self._unseen_offset(X, target, w, glob)  # it too serves only kernels never trained
+        levels, _ = fit_offsets([X[:, j] for j in idx[1:]], own, w, base, affine=self.calibration == "affine")
+        # The overall offset serves only kernels never trained, which keep ``baseline_column`` (the fallback):
+        # the mean against it, as the main fit's, not against the rebased kernels' column.
+        glob = self._unseen_offset(X, target, w, float(np.average(target, weights=w)))
         off = apply_offsets([X[:, j] for j in idx[1:]], levels, glob, base)
         return levels, glob, self._fit_one(self._without_first_group(X), own - off, w), rebased
 
     def _transfer_log_predict(self, X: np.ndarray, levels: list[GroupTable], glob: float, reg: Any,
                               kernels: list[float], *, weights: np.ndarray) -> FloatArray:
         """Log predictions of rows of first-column groups never trained, by a transfer fit's parts (``kernels``:
-        those predicted from ``transfer_baseline_column``), the learned residual scaled by ``weights``."""
+        those predicted from ``transfer_baseline_column``), the learned residual scaled by ``weights``, except on
+        the rows of ``kernels``: their stacking weight was measured on the residual of their own baseline, not on
+        this one, so theirs is kept whole."""
         idx = self._group_indices()
         base = self._transfer_base(X, kernels)
         off = apply_offsets([X[:, j] for j in idx[1:]], levels, glob, base)
+        if kernels:
+            weights = np.where(np.isin(X[:, idx[-1]], kernels), 1.0, weights)
         return base + off + weights * reg.predict(self._without_first_group(X))
 
     def _fit_weights(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None) -> np.ndarray | None:

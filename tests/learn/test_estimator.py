@@ -221,6 +221,44 @@ def test_a_gpu_without_runs_is_predicted_from_the_transfer_baseline_even_with_on
         HybridRegressor.from_dict(doc)
 
 
+def test_a_rebased_kernels_transfer_residual_is_not_shrunk_by_the_weight_of_its_own_baselines() -> None:
+    # The stacking weight is measured on the residual against the kernel's own baseline; the transfer fit's residual
+    # is against the transfer baseline, so a rebased kernel's is applied whole, whatever that weight.
+    X, y = _own_and_roofline()
+    a = X[:, 2] == 10.0
+    est = HybridRegressor(regressor=XGBRegressor(n_estimators=60, max_depth=3, n_jobs=1, random_state=0),
+                          baseline_column=0, coverage=None, group_columns=[2, 3], transfer=True,
+                          transfer_baseline_column=1).fit(X[a], y[a])
+    before, trained = est.predict(X[~a]), est.predict(X[a])
+    est.residual_weight_, est.residual_weights_ = 0.0, {7.0: 0.0}
+    np.testing.assert_array_equal(est.predict(X[~a]), before)  # the GPU with no runs: the residual kept whole
+    assert not np.allclose(est.predict(X[a]), trained)  # the trained GPU's rows (main fit): the weight applies
+
+
+def test_held_out_rows_of_a_gpu_never_trained_take_the_rebased_transfer_fit_of_the_split() -> None:
+    # Calibration must score what the model does for a GPU with no runs: with one GPU in the split's training rows,
+    # the transfer fit from the transfer baseline. A fresh estimator fitted on the split's rows is the reference.
+    X, y = _own_and_roofline(n_per=120)
+    kw = dict(regressor=XGBRegressor(n_estimators=30, max_depth=3, n_jobs=1, random_state=0), baseline_column=0,
+              coverage=None, group_columns=[2, 3], transfer=True, transfer_baseline_column=1, shrink_residual=True)
+    est = HybridRegressor(**kw).fit(X, y)
+    b = X[:, 2] == 11.0
+    ref = HybridRegressor(**kw).fit(X[~b], y[~b])
+    assert ref.transfer_kernels_ == [7.0]
+    split = [(np.flatnonzero(~b), np.flatnonzero(b))]
+    np.testing.assert_allclose(est.held_out_log_predict(X, y, split)[b], np.log(ref.predict(X[b])), rtol=1e-9)
+
+
+def test_the_transfer_fits_overall_offset_is_the_own_baselines_mean_without_a_fallback_column() -> None:
+    # Kernels never trained keep baseline_column; their overall offset must not mix in the rebased kernels' column.
+    X, y = _own_and_roofline()
+    a = X[:, 2] == 10.0
+    est = HybridRegressor(regressor=XGBRegressor(n_estimators=20, n_jobs=1), baseline_column=0, coverage=None,
+                          group_columns=[2, 3], transfer=True, transfer_baseline_column=1).fit(X[a], y[a])
+    assert est.transfer_offset_ == pytest.approx(float(np.mean(np.log(y[a]) - X[a, 0])))
+    assert est.transfer_offset_ == pytest.approx(est.offset_)
+
+
 def test_the_transfer_baseline_changes_nothing_where_it_is_the_kernels_own() -> None:
     X, y = _gpus(n_per=80)
     held = X[:, 2] == 12.0

@@ -66,6 +66,10 @@ REHASHED: dict[str, Callable[[dict[str, Any]], None]] = {
     "mode": _set("estimator.params.mode", "nope"),
     "weighting": _set("estimator.params.weighting", "fast"),
     "offset": _set("estimator.offset_", 1e300),
+    # the kernels a GPU with no runs predicts from transfer_baseline_column, and that column
+    "transfer_kernels_str": _set("estimator.transfer_kernels_", ["seed004-matvec"]),
+    "transfer_column_oob": _set("estimator.params.transfer_baseline_column", 10**6),
+    "transfer_column_null": _set("estimator.params.transfer_baseline_column", None),
     "neg_oof": _set("estimator.oof_abs_log_errors_", [-1.0, 0.5]),
     "str_oof": _set("estimator.oof_abs_log_errors_", ["x"]),
     "huge_int_oof": _set("estimator.oof_abs_log_errors_", [10**400, 0.5]),  # an int no float holds

@@ -38,7 +38,9 @@ def _baseline_line(args: argparse.Namespace, kernel: str, gpu: str) -> str:
     kid = float(_ids(np.array([kernel], dtype=object))[0])
     if chosen and gpu not in trained and getattr(est, "transfer_regressor_", None) is not None \
             and kid in getattr(est, "transfer_kernels_", []):
-        return (f"baseline: {args.model_file} has no runs of {kernel} on {gpu}, so it corrects the hierarchical "
+        column = str(est.transfer_baseline_column)  # e.g. log_hierarchical_ms, the hierarchical time
+        other = column.removeprefix("log_").removesuffix("_ms").replace("_", "-")
+        return (f"baseline: {args.model_file} has no runs of {kernel} on {gpu}, so it corrects the {other} "
                 f"time (the {chosen} time on the GPUs it trained {kernel} on)")
     if chosen:
         return f"baseline: {args.model_file} corrects the {chosen} time for {kernel}"

@@ -259,6 +259,23 @@ def test_the_transfer_fits_overall_offset_is_the_own_baselines_mean_without_a_fa
     assert est.transfer_offset_ == pytest.approx(est.offset_)
 
 
+def test_only_kernels_whose_own_baseline_differs_are_rebased_and_the_others_transfer_as_before() -> None:
+    # Kernel 7 has an own baseline blind to the GPU (rebased); kernel 8's own baseline is the roofline itself (kept).
+    X7, y7 = _own_and_roofline(seed=3)
+    X8, y8 = _own_and_roofline(seed=4)
+    X8[:, 0] = X8[:, 1]
+    X8[:, 3] = 8.0
+    X8[:, 2] += 10.0  # its own (kernel, GPU) ids
+    X, y = np.vstack([X7, X8]), np.concatenate([y7, y8])
+    a = np.isin(X[:, 2], [10.0, 20.0])  # GPU A of both kernels
+    kw = dict(regressor=XGBRegressor(n_estimators=60, max_depth=3, n_jobs=1, random_state=0), baseline_column=0,
+              coverage=None, group_columns=[2, 3], transfer=True)
+    est = HybridRegressor(**kw, transfer_baseline_column=1).fit(X[a], y[a])
+    assert est.transfer_kernels_ == [7.0]
+    err = np.abs(np.log(est.predict(X[~a]) / y[~a]))
+    assert np.median(err[X[~a, 3] == 7.0]) < 0.05 and np.median(err[X[~a, 3] == 8.0]) < 0.05
+
+
 def test_the_transfer_baseline_changes_nothing_where_it_is_the_kernels_own() -> None:
     X, y = _gpus(n_per=80)
     held = X[:, 2] == 12.0

@@ -13,9 +13,10 @@ RESULTS = ROOT / "experiments" / "results"
 SHARED = ROOT.parent / "shared" / "data" / "raw"
 
 
-def git_commit() -> str:
+def git_commit(where: Path = ROOT) -> str:
+    """The short commit of the checkout holding ``where`` (default: this one)."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=where, capture_output=True, text=True,
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

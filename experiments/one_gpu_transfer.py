@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, header, md_table  # noqa: E402
+from _common import RESULTS, git_commit, header, md_table  # noqa: E402
 
 from hybridperf.datasets import load_dataset  # noqa: E402
 from hybridperf.evaluation.evaluate import ape_metrics  # noqa: E402
@@ -79,13 +79,9 @@ def pairs(label: str, names: list[str]) -> list[dict]:
 
 def _code() -> str:
     """The commit of the hybridperf checkout measured (PYTHONPATH may point at another than this script's)."""
-    import subprocess
-
     import hybridperf
 
-    where = Path(hybridperf.__file__).resolve().parent
-    done = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
+    return git_commit(Path(hybridperf.__file__).resolve().parent)
 
 
 def _summary(res: pd.DataFrame, by: object) -> pd.DataFrame:

@@ -28,7 +28,8 @@ def _baseline_line(args: argparse.Namespace, kernel: str, gpu: str) -> str:
                 "pass -m MODEL to see which")
     import numpy as np
 
-    from hybridperf.learn.baseline import _ids
+    from hybridperf.analytical.run import TIME_MODELS
+    from hybridperf.learn.baseline import _ids, baseline_column
     from hybridperf.learn.model import load_model
 
     model = load_model(args.model_file)
@@ -38,8 +39,8 @@ def _baseline_line(args: argparse.Namespace, kernel: str, gpu: str) -> str:
     kid = float(_ids(np.array([kernel], dtype=object))[0])
     if chosen and gpu not in trained and getattr(est, "transfer_regressor_", None) is not None \
             and kid in getattr(est, "transfer_kernels_", []):
-        column = str(est.transfer_baseline_column)  # e.g. log_hierarchical_ms, the hierarchical time
-        other = column.removeprefix("log_").removesuffix("_ms").replace("_", "-")
+        column = est.transfer_baseline_column  # e.g. log_hierarchical_ms, the hierarchical time
+        other = {baseline_column(m): m for m in TIME_MODELS}.get(column, str(column))
         return (f"baseline: {args.model_file} has no runs of {kernel} on {gpu}, so it corrects the {other} "
                 f"time (the {chosen} time on the GPUs it trained {kernel} on)")
     if chosen:

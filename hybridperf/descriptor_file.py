@@ -9,7 +9,7 @@ from typing import Any
 
 from hybridperf.descriptor import FORMAT_VERSION, KernelDescriptor, Param, check_space
 from hybridperf.errors import DescriptorError
-from hybridperf.formula import Formula, compile_formula
+from hybridperf.formula import FUNCTION_NAMES, Formula, compile_formula
 from hybridperf.inputs import read_input
 from hybridperf.limits import MAX_TOML_BYTES
 from hybridperf.profile import LAUNCH_KEYS, OPTIONAL_COUNTS, PROFILE_FIELDS, REQUIRED_COUNTS
@@ -104,9 +104,10 @@ def _derived(path: str | Path, doc: dict[str, Any], params: set[str]) -> tuple[t
     allowed = set(params)
     out = []
     for name, text in table.items():
-        if not name.isidentifier() or name in params or name in PROFILE_FIELDS:
+        if not name.isidentifier() or name in params or name in PROFILE_FIELDS or name in FUNCTION_NAMES:
             raise DescriptorError(f"{path}: [derived] name {name!r} must be an identifier that is not a parameter, "
-                                  "launch key or count")
+                                  f"launch key, count or formula function ({', '.join(sorted(FUNCTION_NAMES))}); "
+                                  "rename it")
         if not isinstance(text, str):
             raise DescriptorError(f"{path}: [derived].{name} must be a formula string")
         out.append((name, compile_formula(text, where=f"{path} [derived].{name}", allowed=allowed)))

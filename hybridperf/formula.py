@@ -15,7 +15,7 @@ import numpy.typing as npt
 from hybridperf.errors import FormulaError
 from hybridperf.limits import MAX_FORMULA_DEPTH, MAX_FORMULA_NODES
 
-__all__ = ["Formula", "compile_formula"]
+__all__ = ["FUNCTION_NAMES", "Formula", "compile_formula"]
 
 _MAX_LEN = 2000  # with the depth and node limits, keeps parsing, checking and evaluation bounded
 
@@ -46,6 +46,35 @@ def _nary(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     return call
 
 
+_BANKS = 32  # shared-memory banks of 4-byte words (every NVIDIA GPU since Fermi)
+
+
+@functools.lru_cache(maxsize=4096)
+def _conflict_degree(lanes_per_row: int, pitch: int) -> int:
+    lane = np.arange(_BANKS)
+    words = np.unique((lane // lanes_per_row) * pitch + lane % lanes_per_row)  # one broadcast per word
+    return int(np.bincount(words % _BANKS, minlength=_BANKS).max())
+
+
+def _bank_conflicts(lanes_per_row: Any, pitch: Any) -> Any:
+    """The bank-conflict degree of one warp's shared-memory access: its 32 lanes read 4-byte words of a
+    row-major tile, ``lanes_per_row`` consecutive lanes on consecutive words of a row and the next lanes on the
+    next row, ``pitch`` words further (lane l reads word (l // lanes_per_row) * pitch + l % lanes_per_row, up to a
+    shift common to the warp, which only rotates the banks). The degree is the most distinct words one of the 32
+    banks must serve (lanes reading the same word share one broadcast): the wavefronts the access takes (CUDA C++
+    Programming Guide, "Shared Memory" of compute capability 5.x and later). NaN unless both are whole numbers
+    >= 1; 1 with ``lanes_per_row`` >= 32 (one row)."""
+    w, p = np.broadcast_arrays(np.asarray(lanes_per_row, dtype=np.float64), np.asarray(pitch, dtype=np.float64))
+    ok = np.isfinite(w) & np.isfinite(p) & (w >= 1) & (p >= 1) & (w == np.floor(w)) & (p == np.floor(p))
+    out = np.full(w.shape, np.nan)
+    if ok.any():
+        pairs, inverse = np.unique(np.stack([np.minimum(w[ok], _BANKS), p[ok]]).astype(np.int64), axis=1,
+                                   return_inverse=True)
+        degree = np.array([_conflict_degree(int(a), int(b)) for a, b in pairs.T], dtype=np.float64)
+        out[ok] = degree[inverse.reshape(-1)]
+    return out if out.ndim else float(out)
+
+
 _FUNCS: dict[str, tuple[Callable[..., Any], int | None]] = {
     "min": (_nary(np.minimum), None),
     "max": (_nary(np.maximum), None),
@@ -55,7 +84,9 @@ _FUNCS: dict[str, tuple[Callable[..., Any], int | None]] = {
     "sqrt": (np.sqrt, 1),
     "abs": (np.abs, 1),
     "where": (np.where, 3),
+    "bank_conflicts": (_bank_conflicts, 2),
 }
+FUNCTION_NAMES = frozenset(_FUNCS)  # a name in a formula may not be one of these
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,6 +85,8 @@ BASE = Path(load_kernel("matvec").path).read_text()
     (BASE.replace("[sizes]", "[sizes\n"), DescriptorError, "not valid TOML"),
     (BASE.replace("[launch]", '[derived]\nN = "2"\n\n[launch]'), DescriptorError,
      r"\[derived\] name 'N' must be an identifier that is not a parameter"),
+    (BASE.replace("[launch]", '[derived]\nbank_conflicts = "2 * N"\n\n[launch]'), DescriptorError,
+     r"\[derived\] name 'bank_conflicts' must be .* not a parameter, launch key, count or formula function"),
     (BASE.replace("[launch]", '[derived]\nhalf = "twice / 4"\ntwice = "2 * N"\n\n[launch]'), FormulaError,
      r"\[derived\].half: unknown name 'twice'"),
 ])

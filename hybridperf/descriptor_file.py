@@ -41,8 +41,9 @@ def _params(path: str | Path, doc: dict[str, Any], section: str) -> tuple[Param,
         raise DescriptorError(f"{path}: [{section}] must be a table of parameters")
     out = []
     for name, spec in table.items():
-        if not name.isidentifier():
-            raise DescriptorError(f"{path}: [{section}] parameter name {name!r} must be an identifier")
+        if not name.isidentifier() or name in FUNCTION_NAMES:
+            raise DescriptorError(f"{path}: [{section}] parameter name {name!r} must be an identifier that is not a "
+                                  f"formula function ({', '.join(sorted(FUNCTION_NAMES))}); rename it")
         if not isinstance(spec, dict):
             raise DescriptorError(f"{path}: [{section}].{name} must be a table like {{ default = 1 }}")
         unknown = set(spec) - _PARAM_KEYS

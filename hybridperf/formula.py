@@ -46,33 +46,48 @@ def _nary(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     return call
 
 
-_BANKS = 32  # shared-memory banks of 4-byte words (every NVIDIA GPU since Fermi)
+_BANKS = 32  # shared-memory banks of 4-byte words (compute capability 5.0 and later)
+_MAX_THREADS = 1024  # threads per block on every CUDA GPU: bank_conflicts counts at most this many
 
 
-@functools.lru_cache(maxsize=4096)
-def _conflict_degree(lanes_per_row: int, pitch: int) -> int:
-    lane = np.arange(_BANKS)
-    words = np.unique((lane // lanes_per_row) * pitch + lane % lanes_per_row)  # one broadcast per word
-    return int(np.bincount(words % _BANKS, minlength=_BANKS).max())
+@functools.lru_cache(maxsize=65536)
+def _block_degree(lanes_per_row: int, pitch: int, threads: int) -> float:
+    """Mean over the block's warps of the most distinct words one bank serves (see _bank_conflicts)."""
+    t = np.arange(-(-threads // _BANKS) * _BANKS)
+    words = np.where(t < threads, (t // lanes_per_row) * pitch + t % lanes_per_row, -1).reshape(-1, _BANKS)
+    words = np.sort(words, axis=1)
+    distinct = (words >= 0) & np.concatenate([np.ones((len(words), 1), bool), words[:, 1:] != words[:, :-1]], axis=1)
+    warp = np.broadcast_to(np.arange(len(words))[:, None], words.shape)
+    counts = np.bincount((warp * _BANKS + words % _BANKS)[distinct], minlength=len(words) * _BANKS)
+    return float(counts.reshape(-1, _BANKS).max(axis=1).mean())
 
 
-def _bank_conflicts(lanes_per_row: Any, pitch: Any) -> Any:
-    """The bank-conflict degree of one warp's shared-memory access: its 32 lanes read 4-byte words of a
-    row-major tile, ``lanes_per_row`` consecutive lanes on consecutive words of a row and the next lanes on the
-    next row, ``pitch`` words further (lane l reads word (l // lanes_per_row) * pitch + l % lanes_per_row, up to a
-    shift common to the warp, which only rotates the banks). The degree is the most distinct words one of the 32
-    banks must serve (lanes reading the same word share one broadcast): the wavefronts the access takes (CUDA C++
-    Programming Guide, "Shared Memory" of compute capability 5.x and later). NaN unless both are whole numbers
-    >= 1; 1 with ``lanes_per_row`` >= 32 (one row)."""
-    w, p = np.broadcast_arrays(np.asarray(lanes_per_row, dtype=np.float64), np.asarray(pitch, dtype=np.float64))
-    ok = np.isfinite(w) & np.isfinite(p) & (w >= 1) & (p >= 1) & (w == np.floor(w)) & (p == np.floor(p))
+def _bank_conflicts(lanes_per_row: Any, pitch: Any, threads: Any) -> Any:
+    """The bank-conflict degree of a block's shared-memory access, averaged over its warps: its ``threads`` read
+    4-byte words of a row-major tile, thread t (linearised x-fastest, 32 to a warp) reading word
+    (t // lanes_per_row) * pitch + t % lanes_per_row, up to a shift common to the block (which only rotates the
+    banks). A warp's degree is the most distinct words one of the 32 banks serves (lanes reading one word share a
+    broadcast): the wavefronts its access takes (CUDA C++ Programming Guide, shared memory of compute capability
+    5.x and later). Warps that straddle rows (``lanes_per_row`` not dividing 32, nor a multiple of it) and a last warp
+    with fewer than 32 threads are counted as they fall. NaN unless all three are whole numbers >= 1; at most 1,024
+    threads are counted (the CUDA limit per block)."""
+    w, p, n = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (lanes_per_row, pitch, threads)))
+    ok = np.all([np.isfinite(v) & (v >= 1) & (v == np.floor(v)) for v in (w, p, n)], axis=0)
     out = np.full(w.shape, np.nan)
     if ok.any():
-        pairs, inverse = np.unique(np.stack([np.minimum(w[ok], _BANKS), p[ok]]).astype(np.int64), axis=1,
-                                   return_inverse=True)
-        degree = np.array([_conflict_degree(int(a), int(b)) for a, b in pairs.T], dtype=np.float64)
+        n_ok = np.minimum(n[ok], _MAX_THREADS)
+        w_ok = np.minimum(w[ok], n_ok)  # a row of at least the whole block: one row
+        # Rows that do not overlap (pitch >= lanes_per_row) put a word on the bank of its pitch modulo 32 only, so
+        # such a pitch is replaced by the one in [lanes_per_row, lanes_per_row + 32) with the same remainder (exact
+        # in floating point at any size): a few hundred distinct cases at most, each counted once.
+        p_ok = np.where(p[ok] >= w_ok, w_ok + np.mod(np.fmod(p[ok], _BANKS) - w_ok, _BANKS), p[ok])
+        key = (w_ok * (_MAX_THREADS + _BANKS) + p_ok) * (_MAX_THREADS + 1) + n_ok
+        uniq, inverse = np.unique(key.astype(np.int64), return_inverse=True)
+        rest, nn = np.divmod(uniq, _MAX_THREADS + 1)
+        ww, pp = np.divmod(rest, _MAX_THREADS + _BANKS)
+        degree = np.array([_block_degree(int(a), int(b), int(c)) for a, b, c in zip(ww, pp, nn)])
         out[ok] = degree[inverse.reshape(-1)]
-    return out if out.ndim else float(out)
+    return out
 
 
 _FUNCS: dict[str, tuple[Callable[..., Any], int | None]] = {
@@ -84,9 +99,9 @@ _FUNCS: dict[str, tuple[Callable[..., Any], int | None]] = {
     "sqrt": (np.sqrt, 1),
     "abs": (np.abs, 1),
     "where": (np.where, 3),
-    "bank_conflicts": (_bank_conflicts, 2),
+    "bank_conflicts": (_bank_conflicts, 3),
 }
-FUNCTION_NAMES = frozenset(_FUNCS)  # a name in a formula may not be one of these
+FUNCTION_NAMES = frozenset(_FUNCS)  # descriptors may not name a parameter or derived quantity so
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,39 +67,48 @@ def test_numbers_are_formulas() -> None:
     assert compile_formula(2.5)({}) == 2.5
 
 
-def _bank_degree_by_hand(lanes_per_row: int, pitch: int) -> int:
-    """Reference: walk the 32 lanes, collect the distinct words of each bank, take the largest set."""
-    words_of_bank: dict[int, set[int]] = {}
-    for lane in range(32):
-        word = (lane // lanes_per_row) * pitch + lane % lanes_per_row
-        words_of_bank.setdefault(word % 32, set()).add(word)
-    return max(len(w) for w in words_of_bank.values())
+def _bank_degree_by_hand(lanes_per_row: int, pitch: int, threads: int) -> float:
+    """Reference: walk each warp's threads, collect the distinct words of each bank, take the largest set; the
+    mean over the warps."""
+    degrees = []
+    for first in range(0, min(threads, 1024), 32):
+        words_of_bank: dict[int, set[int]] = {}
+        for t in range(first, min(first + 32, threads, 1024)):
+            word = (t // lanes_per_row) * pitch + t % lanes_per_row
+            words_of_bank.setdefault(word % 32, set()).add(word)
+        degrees.append(max(len(w) for w in words_of_bank.values()))
+    return sum(degrees) / len(degrees)
 
 
-@pytest.mark.parametrize(("lanes", "pitch", "degree"), [
-    (32, 32, 1),   # a warp on one row: consecutive words, one per bank
-    (1, 32, 32),   # a column of a 32 x 32 float tile: every lane on bank 0 (CUDA guide's transpose example)
-    (1, 33, 1),    # ... padded to 33 words a row: conflict-free
-    (16, 32, 2),   # two rows of 16 on the same 16 banks
-    (16, 48, 1),   # the second row shifted by 16 banks
-    (8, 30, 4),    # rows at banks 0, 30, 28, 26: bank 0 is in all four 8-word windows
-    (8, 29, 3),
-    (4, 2, 1),     # overlapping rows: lanes share words, 18 distinct words on 18 banks
+@pytest.mark.parametrize(("lanes", "pitch", "threads", "degree"), [
+    (32, 32, 32, 1),    # a warp on one row: consecutive words, one per bank
+    (1, 32, 32, 32),    # a column of a 32 x 32 float tile: every lane on bank 0 (CUDA guide's transpose example)
+    (1, 33, 32, 1),     # ... padded to 33 words a row: conflict-free
+    (16, 32, 64, 2),    # two rows of 16 on the same 16 banks
+    (16, 48, 64, 1),    # the second row shifted by 16 banks
+    (16, 32, 16, 1),    # a block of one half-warp: one row
+    (8, 30, 256, 4),    # rows at banks 0, 30, 28, 26: bank 0 is in all four 8-word windows
+    (8, 29, 32, 3),
+    (4, 2, 32, 1),      # overlapping rows: lanes share words, 18 distinct words on 18 banks
+    (48, 62, 96, 4 / 3),  # the second warp straddles two rows at banks 0-15 and 30-45: 2-way; the others 1
+    (1, 2**62, 32, 32),  # a pitch far beyond any integer type: its remainder modulo 32 decides
 ])
-def test_bank_conflicts_textbook_cases(lanes: int, pitch: int, degree: int) -> None:
-    f = compile_formula("bank_conflicts(w, p)", allowed={"w", "p"})
-    assert f({"w": lanes, "p": pitch}) == degree == _bank_degree_by_hand(lanes, pitch)
+def test_bank_conflicts_textbook_cases(lanes: int, pitch: int, threads: int, degree: float) -> None:
+    f = compile_formula("bank_conflicts(w, p, n)", allowed={"w", "p", "n"})
+    assert f({"w": lanes, "p": pitch, "n": threads}) == pytest.approx(degree)
+    assert _bank_degree_by_hand(lanes, pitch, threads) == pytest.approx(degree)
 
 
-@given(st.lists(st.tuples(st.integers(1, 64), st.integers(1, 300)), min_size=1, max_size=40))
-def test_bank_conflicts_vectorised_matches_reference(pairs: list[tuple[int, int]]) -> None:
-    w, p = (np.array(v, dtype=float) for v in zip(*pairs))
-    out = compile_formula("bank_conflicts(w, p)", allowed={"w", "p"})({"w": w, "p": p})
-    assert out.tolist() == [float(_bank_degree_by_hand(a, b)) for a, b in pairs]
+@given(st.lists(st.tuples(st.integers(1, 200), st.integers(1, 2000), st.integers(1, 1100)), min_size=1, max_size=20))
+def test_bank_conflicts_vectorised_matches_reference(triples: list[tuple[int, int, int]]) -> None:
+    w, p, n = (np.array(v, dtype=float) for v in zip(*triples))
+    out = compile_formula("bank_conflicts(w, p, n)", allowed={"w", "p", "n"})({"w": w, "p": p, "n": n})
+    np.testing.assert_allclose(out, [_bank_degree_by_hand(*t) for t in triples], rtol=1e-12)
     assert np.all((out >= 1) & (out <= 32))
 
 
 def test_bank_conflicts_is_nan_off_whole_positive_numbers() -> None:
-    f = compile_formula("bank_conflicts(w, p)", allowed={"w", "p"})
-    out = f({"w": np.array([8.0, 0.0, 8.0, np.nan, 2.5]), "p": np.array([32.0, 32.0, -1.0, 32.0, 32.0])})
+    f = compile_formula("bank_conflicts(w, p, n)", allowed={"w", "p", "n"})
+    out = f({"w": np.array([8.0, 0.0, 8.0, np.nan, 2.5, 8.0]), "p": np.array([32.0, 32.0, -1.0, 32.0, 32.0, 32.0]),
+             "n": np.array([256.0, 256.0, 256.0, 256.0, 256.0, np.inf])})
     assert out[0] == 4 and np.isnan(out[1:]).all()

@@ -87,6 +87,8 @@ BASE = Path(load_kernel("matvec").path).read_text()
      r"\[derived\] name 'N' must be an identifier that is not a parameter"),
     (BASE.replace("[launch]", '[derived]\nbank_conflicts = "2 * N"\n\n[launch]'), DescriptorError,
      r"\[derived\] name 'bank_conflicts' must be .* not a parameter, launch key, count or formula function"),
+    (BASE.replace("[sizes]\n", '[sizes]\nwhere = { default = 1 }\n'), DescriptorError,
+     r"\[sizes\] parameter name 'where' must be an identifier that is not a formula function"),
     (BASE.replace("[launch]", '[derived]\nhalf = "twice / 4"\ntwice = "2 * N"\n\n[launch]'), FormulaError,
      r"\[derived\].half: unknown name 'twice'"),
 ])

@@ -116,22 +116,31 @@ def test_dedispersion_cache_is_exactly_the_constrained_space(dedisp) -> None:
     assert ok.sum() == len(doc["cache"]) == 11_130
 
 
-def test_convolution_bank_conflicts_order_the_recorded_times(conv) -> None:
-    """block_size_x = 8 spreads a warp over 4 tile rows: whether they share banks depends on the row pitch. In
-    each 2023 cache (RTX 2080 Ti, 3060 laptop, TITAN RTX) the configurations the exact degree rates 2-way run
-    in about half the median time of the 4-way ones (0.53), and the model's shared-memory traffic says the same
-    (the power-of-two bound it used before rated both 4-way)."""
+def test_convolution_bank_conflicts_match_padded_twins(conv) -> None:
+    """Each unpadded configuration of a recorded cache against its padded twin (everything else equal, the twin
+    conflict-free by the model): on the RTX 2080 Ti, the TITAN RTX and the A100 the twin ratio of time follows the
+    modelled bank-conflict degree, 1.08-5.9x over degrees 1.14-8 (kt-convolution.toml notes). The upper bound used
+    before rated the 2-way block_size_x = 8 configurations 4-way and blocks whose warps straddle rows conflict-free.
+    (The GA10x parts pay nothing up to 2-way conflicts: not modelled, not checked here.)"""
     from hybridperf.datasets import load_dataset
 
     df = load_dataset("kt-convolution")
-    rows = df[(df["status"] == "ok") & (df["config.block_size_x"] == 8)
-              & (df["gpu"].isin(["geforce-rtx-2080-ti", "geforce-rtx-3060-laptop", "titan-rtx"]))]
-    params = {p: rows[f"config.{p}"].to_numpy(float) for p in CONV}
-    params |= {"use_shmem": np.ones(len(rows)), "use_cmem": np.ones(len(rows)), "W": 4096.0, "H": 4096.0}
+    df = df[(df["status"] == "ok") & df["gpu"].isin(["geforce-rtx-2080-ti", "titan-rtx", "a100-pcie-40gb"])]
+    params = {p: df[f"config.{p}"].to_numpy(float) for p in CONV}
+    for p in ("use_shmem", "use_cmem"):  # the 2023 caches lack them: the kernel then always uses both
+        params[p] = df[f"config.{p}"].fillna(1).to_numpy(float)
+    params |= {"W": df["size.W"].to_numpy(float), "H": df["size.H"].to_numpy(float)}
     prof = conv.profile(params)
     warps = np.ceil(prof.threads_per_block / 32) * prof.blocks
-    degree = prof.smem_bytes / (warps * 128 * (prof.smem_loads + prof.smem_stores))  # wavefronts per access
-    assert set(degree.tolist()) == {1.0, 2.0, 4.0}
-    for _, g in rows.assign(degree=degree).groupby("gpu"):
-        t = g.groupby("degree")["time_ms"].median()
-        assert 0.4 < t[2.0] / t[4.0] < 0.65
+    with np.errstate(invalid="ignore"):  # no shared memory (use_shmem = 0): no accesses to divide by
+        degree = np.round(prof.smem_bytes / (warps * 128 * (prof.smem_loads + prof.smem_stores)), 2)
+    rows = df.assign(degree=degree)[params["use_shmem"] == 1]
+    twin = [f"config.{p}" for p in (*CONV, "use_cmem") if p != "use_padding"] + ["gpu"]
+    pairs = rows[rows["config.use_padding"] == 0].merge(rows[rows["config.use_padding"] == 1], on=twin,
+                                                        suffixes=("", "_padded"))
+    pairs = pairs[pairs["degree_padded"] == 1]
+    ratio = (pairs["time_ms"] / pairs["time_ms_padded"]).groupby([pairs["gpu"], pairs["degree"]]).agg(["median", "size"])
+    checked = ratio[(ratio["size"] >= 16) & (ratio.index.get_level_values("degree") >= 1.14)]
+    assert len(checked) >= 10 and set(checked.index.get_level_values("degree")) >= {1.14, 1.33, 2.0, 4.0, 8.0}
+    for (gpu, deg), r in checked.iterrows():
+        assert 1 + 0.4 * (deg - 1) <= r["median"] <= 1.02 * deg, (gpu, deg, r["median"])

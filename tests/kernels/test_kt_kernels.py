@@ -139,7 +139,8 @@ def test_convolution_bank_conflicts_match_padded_twins(conv) -> None:
     pairs = rows[rows["config.use_padding"] == 0].merge(rows[rows["config.use_padding"] == 1], on=twin,
                                                         suffixes=("", "_padded"))
     pairs = pairs[pairs["degree_padded"] == 1]
-    ratio = (pairs["time_ms"] / pairs["time_ms_padded"]).groupby([pairs["gpu"], pairs["degree"]]).agg(["median", "size"])
+    ratio = ((pairs["time_ms"] / pairs["time_ms_padded"]).groupby([pairs["gpu"], pairs["degree"]])
+             .agg(["median", "size"]))
     checked = ratio[(ratio["size"] >= 16) & (ratio.index.get_level_values("degree") >= 1.14)]
     assert len(checked) >= 10 and set(checked.index.get_level_values("degree")) >= {1.14, 1.33, 2.0, 4.0, 8.0}
     for (gpu, deg), r in checked.iterrows():

@@ -15,6 +15,8 @@ from hybridperf.limits import MAX_TOML_BYTES
 from hybridperf.profile import LAUNCH_KEYS, OPTIONAL_COUNTS, PROFILE_FIELDS, REQUIRED_COUNTS
 from hybridperf.tomlfile import check_document, parse_toml
 
+_FUNCTIONS_TEXT = ", ".join(sorted(FUNCTION_NAMES))  # named in the error of a name that shadows one
+
 __all__ = ["parse_kernel_file", "parse_kernel_text", "read_toml_bytes"]
 
 _TOP_KEYS = {"format_version", "name", "aliases", "matches", "description", "source", "sizes", "config", "space",
@@ -43,7 +45,7 @@ def _params(path: str | Path, doc: dict[str, Any], section: str) -> tuple[Param,
     for name, spec in table.items():
         if not name.isidentifier() or name in FUNCTION_NAMES:
             raise DescriptorError(f"{path}: [{section}] parameter name {name!r} must be an identifier that is not a "
-                                  f"formula function ({', '.join(sorted(FUNCTION_NAMES))}); rename it")
+                                  f"formula function ({_FUNCTIONS_TEXT}); rename it")
         if not isinstance(spec, dict):
             raise DescriptorError(f"{path}: [{section}].{name} must be a table like {{ default = 1 }}")
         unknown = set(spec) - _PARAM_KEYS
@@ -107,7 +109,7 @@ def _derived(path: str | Path, doc: dict[str, Any], params: set[str]) -> tuple[t
     for name, text in table.items():
         if not name.isidentifier() or name in params or name in PROFILE_FIELDS or name in FUNCTION_NAMES:
             raise DescriptorError(f"{path}: [derived] name {name!r} must be an identifier that is not a parameter, "
-                                  f"launch key, count or formula function ({', '.join(sorted(FUNCTION_NAMES))}); "
+                                  f"launch key, count or formula function ({_FUNCTIONS_TEXT}); "
                                   "rename it")
         if not isinstance(text, str):
             raise DescriptorError(f"{path}: [derived].{name} must be a formula string")

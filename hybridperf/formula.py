@@ -83,10 +83,8 @@ def _bank_conflicts(lanes_per_row: Any, pitch: Any, threads: Any) -> Any:
         # the convolution's sweeps hold a few hundred; at worst one per row (docs/robustness.md).
         p_ok = np.where(p[ok] >= w_ok, w_ok + np.mod(np.fmod(p[ok], _BANKS) - w_ok, _BANKS), p[ok])
         key = (w_ok * (_MAX_THREADS + _BANKS) + p_ok) * (_MAX_THREADS + 1) + n_ok
-        uniq, inverse = np.unique(key.astype(np.int64), return_inverse=True)
-        rest, nn = np.divmod(uniq, _MAX_THREADS + 1)
-        ww, pp = np.divmod(rest, _MAX_THREADS + _BANKS)
-        degree = np.array([_block_degree(int(a), int(b), int(c)) for a, b, c in zip(ww, pp, nn)])
+        _, first, inverse = np.unique(key.astype(np.int64), return_index=True, return_inverse=True)
+        degree = np.array([_block_degree(int(w_ok[i]), int(p_ok[i]), int(n_ok[i])) for i in first])
         out[ok] = degree[inverse.reshape(-1)]
     return out
 

@@ -194,9 +194,9 @@ def test_kernels_left_out_in_calibration_are_predicted_as_kernels_never_trained(
     assert model.features.baselines_["bench-ryoo-matmul"] == "scaled-counts"
     # A GPU without runs takes the transfer fit, which predicts the scaled-counts kernels from the hierarchical
     # roofline: so it is made with one GPU too.
-    from hybridperf.learn.baseline import _ids
+    from hybridperf.learn.baseline import group_id
 
-    ryoo = float(_ids(np.array(["bench-ryoo-matmul"], dtype=object))[0])
+    ryoo = group_id("bench-ryoo-matmul")
     assert model.estimator.transfer_regressor_ is not None and ryoo in model.estimator.transfer_kernels_
     ivs = model.intervals
     raw = np.asarray(ivs.scores["kernel|0"]) * ivs.sigma_unseen_kernel  # back to |log residual| at its fixed sigma

@@ -26,19 +26,16 @@ def _baseline_line(args: argparse.Namespace, kernel: str, gpu: str) -> str:
     if not args.model_file:
         return ("baseline: a trained model picks one of these times per kernel from measured runs; "
                 "pass -m MODEL to see which")
-    import numpy as np
-
     from hybridperf.analytical.run import TIME_MODELS
-    from hybridperf.learn.baseline import _ids, baseline_column
+    from hybridperf.learn.baseline import baseline_column, group_id
     from hybridperf.learn.model import load_model
 
     model = load_model(args.model_file)
     chosen = model.features.baselines_.get(kernel)
     est = model.estimator
     trained = model.features.domain_.get(kernel, {}).get("gpus", [])
-    kid = float(_ids(np.array([kernel], dtype=object))[0])
     if chosen and gpu not in trained and getattr(est, "transfer_regressor_", None) is not None \
-            and kid in getattr(est, "transfer_kernels_", []):
+            and group_id(kernel) in getattr(est, "transfer_kernels_", []):
         column = est.transfer_baseline_column  # e.g. log_hierarchical_ms, the hierarchical time
         other = {baseline_column(m): m for m in TIME_MODELS}.get(column, str(column))
         return (f"baseline: {args.model_file} has no runs of {kernel} on {gpu}, so it corrects the {other} "

@@ -12,7 +12,7 @@ from hybridperf.errors import HybridperfError
 from hybridperf.learn.calibration import affine_fit
 
 __all__ = ["BASELINE_COLUMN", "GROUP_COLUMNS", "add_baseline", "add_group_ids", "baseline_column", "choose_baselines",
-           "fallback_baseline", "size_groups"]
+           "fallback_baseline", "group_id", "size_groups"]
 
 BASELINE_COLUMN = "log_baseline_ms"
 # Group ids for the per-(kernel, GPU) scale, then the per-kernel fallback (HybridRegressor.group_columns).
@@ -132,10 +132,16 @@ def add_baseline(features: pd.DataFrame, kernels: np.ndarray, mapping: Mapping[s
     return out
 
 
+def group_id(name: str) -> float:
+    """The stable numeric id of a group name (CRC-32: a kernel, or "kernel|gpu") in :data:`GROUP_COLUMNS`, so a
+    saved model maps the same names to the same ids."""
+    return float(zlib.crc32(str(name).encode()))
+
+
 def _ids(names: np.ndarray) -> np.ndarray:
-    """Stable numeric ids of names (CRC-32), so a saved model maps the same names to the same ids."""
+    """:func:`group_id` of each name."""
     codes, uniq = pd.factorize(np.asarray(names).astype(str), sort=False)
-    return np.array([float(zlib.crc32(str(u).encode())) for u in uniq])[codes]
+    return np.array([group_id(u) for u in uniq])[codes]
 
 
 def add_group_ids(features: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:

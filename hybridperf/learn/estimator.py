@@ -265,12 +265,10 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         if c is None or (isinstance(c, str) and c not in [str(n) for n in getattr(self, "feature_names_in_", [])]):
             return []  # e.g. a design matrix without analytical columns
         col, base = X[:, self._indices([c])[0]], self._base(X)
-        out = []
-        for k in np.unique(kernel[np.isfinite(kernel)]):
-            m = kernel == k
-            if np.all(np.isfinite(col[m])) and not np.array_equal(col[m], base[m]):
-                out.append(float(k))
-        return out
+        ok = np.isfinite(kernel)
+        per = pd.DataFrame({"finite": np.isfinite(col[ok]), "other": col[ok] != base[ok]}).groupby(kernel[ok])
+        kept = per["finite"].all() & per["other"].any()
+        return [float(k) for k in kept.index[kept.to_numpy()]]
 
     def _transfer_core(self, X: np.ndarray, target: np.ndarray,
                        w: np.ndarray | None) -> tuple[list[GroupTable], float, Any, list[float]] | None:

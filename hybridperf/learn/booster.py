@@ -25,6 +25,8 @@ _TREE_KEYS = frozenset({"base_weights", "categories", "categories_nodes", "categ
 _NODE_ARRAYS = ("base_weights", "default_left", "left_children", "loss_changes", "parents", "right_children",
                 "split_conditions", "split_indices", "split_type", "sum_hessian")
 _EMPTY = {"type": "array", "maxItems": 0}
+_INT32_MAX = 2**31 - 1
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _obj(properties: dict[str, Any], required: tuple[str, ...] | None = None) -> dict[str, Any]:
@@ -85,24 +87,19 @@ def _refuse_constant(name: str) -> None:
     raise _Bad(f"non-finite number {name}")
 
 
-def _array(tree: dict[str, Any], key: str, n: int, i: int, kinds: str) -> np.ndarray:
-    """``tree[key]`` as a 1-d numpy array of ``n`` values whose dtype kind is in ``kinds`` ('i' integers,
-    'if' numbers): strings, nulls, booleans and nested lists give other kinds and are refused."""
-    values = tree[key]
-    if not isinstance(values, list) or len(values) != n:
-        raise _Bad(f"tree {i}: {key} must be a list of {n} values")
+def _numbers(values: list[Any], kinds: str) -> np.ndarray | None:
+    """``values`` as a 1-d numpy array whose dtype kind is in ``kinds`` ('i' integers, 'if' numbers), None
+    otherwise: strings, nulls, booleans mixed with floats and nested lists give other kinds or shapes."""
     try:
-        arr = np.array(values) if n else np.zeros(0, dtype=np.int64)
+        arr = np.array(values) if values else np.zeros(0, dtype=np.int64)
     except (ValueError, OverflowError):
-        arr = np.zeros(0, dtype=object)
-    if arr.ndim != 1 or arr.dtype.kind not in kinds or len(arr) != n:
-        raise _Bad(f"tree {i}: {key} must hold {'integers' if kinds == 'i' else 'numbers'}")
-    return arr
+        return None
+    return arr if arr.ndim == 1 and arr.dtype.kind in kinds and len(arr) == len(values) else None
 
 
-def _check_tree(tree: dict[str, Any], i: int, n_features: int) -> int:
-    """One tree's arrays: lengths, child links forming a tree (children after their parent), features in range."""
-    if set(tree) != _TREE_KEYS:
+def _tree_size(tree: Any, i: int, n_features: int) -> int:
+    """One tree's keys, tree_param and array lengths; its node count."""
+    if not isinstance(tree, dict) or set(tree) != _TREE_KEYS:
         raise _Bad(f"tree {i}: keys must be {sorted(_TREE_KEYS)}")
     param = tree["tree_param"]
     if not isinstance(param, dict) or set(param) != {"num_deleted", "num_feature", "num_nodes", "size_leaf_vector"} \
@@ -115,25 +112,83 @@ def _check_tree(tree: dict[str, Any], i: int, n_features: int) -> int:
         raise _Bad(f"tree {i}: id, num_nodes (>= 1) or num_feature ({n_features}) is wrong")
     if any(tree[k] != [] for k in ("categories", "categories_nodes", "categories_segments", "categories_sizes")):
         raise _Bad(f"tree {i}: categorical splits are not used by hybridperf")
-    for key in ("base_weights", "loss_changes", "split_conditions", "sum_hessian"):
-        _array(tree, key, n, i, "if")
-    left, right, parents = (_array(tree, k, n, i, "i") for k in ("left_children", "right_children", "parents"))
-    split, kind, default = (_array(tree, k, n, i, "i") for k in ("split_indices", "split_type", "default_left"))
-    node = np.arange(n)
+    for key in _NODE_ARRAYS:
+        if not isinstance(tree[key], list) or len(tree[key]) != n:
+            raise _Bad(f"tree {i}: {key} must be a list of {n} values")
+    return n
+
+
+def _column(trees: list[dict[str, Any]], key: str, kinds: str) -> np.ndarray:
+    """``key``'s values of every tree, end to end, as one numpy array (refused naming the first bad tree)."""
+    arr = _numbers([v for tree in trees for v in tree[key]], kinds)
+    if arr is None:
+        bad = next((i for i, tree in enumerate(trees) if _numbers(tree[key], kinds) is None), 0)
+        raise _Bad(f"tree {bad}: {key} must hold {'integers' if kinds == 'i' else 'numbers'}")
+    return arr
+
+
+def _refuse(bad_tree: np.ndarray, message: str) -> None:
+    """Raise ``message`` for the first tree where ``bad_tree`` is true."""
+    if bad_tree.any():
+        raise _Bad(f"tree {int(np.argmax(bad_tree))}: {message}")
+
+
+def _check_trees(trees: list[dict[str, Any]], n_features: int) -> None:
+    """Every tree's arrays, all trees at once: numbers of the right kind, child links forming a tree
+    (children after their parent), parents matching, features in range. The checked arrays replace the
+    trees' lists, in the types xgboost keeps them in (for :mod:`hybridperf.learn.ubjson`)."""
+    counts, total = [], 0
+    for i, tree in enumerate(trees):
+        counts.append(_tree_size(tree, i, n_features))
+        total += counts[-1]
+        if total > MAX_TREE_NODES:
+            raise _Bad(f"more than {MAX_TREE_NODES:,} tree nodes")
+    n = np.array(counts, dtype=np.int64)
+    starts = np.cumsum(n) - n
+    tree_of = np.repeat(np.arange(len(trees)), n)
+
+    def per_tree(bad_node: np.ndarray) -> np.ndarray:
+        return np.bincount(tree_of[bad_node], minlength=len(trees)) > 0
+
+    numbers = {key: _column(trees, key, "if") for key in ("base_weights", "loss_changes", "split_conditions",
+                                                          "sum_hessian")}
+    left, right, parents, split, kind, default = (_column(trees, k, "i") for k in (
+        "left_children", "right_children", "parents", "split_indices", "split_type", "default_left"))
+    node = np.arange(total) - starts[tree_of]
+    size = n[tree_of]
     leaf = left == -1
     inner = ~leaf
-    if np.any(leaf != (right == -1)) or np.any(inner & ((left <= node) | (right <= node) | (left >= n) | (right >= n))):
-        raise _Bad(f"tree {i}: child links must be -1 (leaf) or point to a later node of the tree")
-    children = np.concatenate([left[inner], right[inner]])
-    if len(children) != n - 1 or len(np.unique(children)) != n - 1:
-        raise _Bad(f"tree {i}: every node but the root must be the child of exactly one node")
-    if parents[0] != _ROOT_PARENT or np.any(parents[left[inner]] != node[inner]) or \
-            np.any(parents[right[inner]] != node[inner]):
-        raise _Bad(f"tree {i}: parents do not match the child links")
-    if np.any(inner & ((split < 0) | (split >= n_features))) or np.any(kind != 0) or \
-            np.any((default != 0) & (default != 1)):
-        raise _Bad(f"tree {i}: split features must be in 0..{n_features - 1}, numerical, default_left 0 or 1")
-    return n
+    _refuse(per_tree((leaf != (right == -1)) | (inner & ((left <= node) | (right <= node) | (left >= size)
+                                                         | (right >= size)))),
+            "child links must be -1 (leaf) or point to a later node of the tree")
+    # Children lie in 1..n-1 now: n - 1 of them, each node but the root hit once, is a tree.
+    child_of = tree_of[inner]
+    hits = np.bincount(np.concatenate([left[inner], right[inner]]) + np.concatenate([starts[child_of]] * 2),
+                       minlength=total)
+    _refuse((2 * np.bincount(child_of, minlength=len(trees)) != n - 1) | per_tree((node > 0) & (hits != 1)),
+            "every node but the root must be the child of exactly one node")
+    base = starts[child_of]
+    wrong = (parents[base + left[inner]] != node[inner]) | (parents[base + right[inner]] != node[inner])
+    _refuse((parents[starts] != _ROOT_PARENT) | (np.bincount(child_of[wrong], minlength=len(trees)) > 0),
+            "parents do not match the child links")
+    _refuse(per_tree((inner & ((split < 0) | (split >= n_features))) | (kind != 0) | ((default != 0) & (default != 1))
+                     | (np.abs(split) > _INT32_MAX)),
+            f"split features must be in 0..{n_features - 1}, numerical, default_left 0 or 1")
+    for key, arr in numbers.items():
+        _refuse(per_tree(np.abs(arr) > _FLOAT32_MAX), f"{key} must lie within the float32 range")
+    cut = starts[1:]
+    typed = {**{key: arr.astype(np.float32) for key, arr in numbers.items()},
+             **{key: arr.astype(np.int32) for key, arr in zip(
+                 ("left_children", "right_children", "parents", "split_indices"), (left, right, parents, split))},
+             "split_type": kind.astype(np.uint8), "default_left": default.astype(np.uint8)}
+    for key, arr in typed.items():
+        for tree, part in zip(trees, np.split(arr, cut)):
+            tree[key] = part
+    for i, tree in enumerate(trees):
+        tree["id"] = i
+        tree["categories"], tree["categories_nodes"] = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
+        tree["categories_segments"], tree["categories_sizes"] = (np.zeros(0, dtype=np.int64),
+                                                                 np.zeros(0, dtype=np.int64))
 
 
 def _check_model(doc: dict[str, Any], n_features: int) -> None:
@@ -146,17 +201,22 @@ def _check_model(doc: dict[str, Any], n_features: int) -> None:
         raise _Bad(f"num_trees and tree_info do not match the {len(trees)} trees")
     if model["iteration_indptr"] != list(range(len(trees) + 1)):
         raise _Bad("iteration_indptr must be 0, 1, ..., number of trees (one tree per round)")
-    total = 0
-    for i, tree in enumerate(trees):
-        total += _check_tree(tree, i, n_features)
-        if total > MAX_TREE_NODES:
-            raise _Bad(f"more than {MAX_TREE_NODES:,} tree nodes")
+    _check_trees(trees, n_features)
+    # JSON's 0.0 equals 0 and passes the schema's "integer": the integers as ints, the empty arrays typed.
+    model["iteration_indptr"], model["tree_info"] = list(range(len(trees) + 1)), [0] * len(trees)
+    if "version" in doc:
+        doc["version"] = [int(v) for v in doc["version"]]
+    if "cats" in model:
+        model["cats"] = {"enc": [], "feature_segments": np.zeros(0, dtype=np.int32),
+                         "sorted_idx": np.zeros(0, dtype=np.int32)}
 
 
-def check_booster(text: Any, n_features: int, error: type[HybridperfError] = HybridperfError) -> None:
-    """Refuse (``error``) a booster text that is not xgboost's JSON for a single-target gbtree regressor on
-    ``n_features`` numerical features with well-formed trees, before xgboost parses it: xgboost's reader
-    aborts the process on an empty text and crashes or mispredicts on malformed trees."""
+def check_booster(text: Any, n_features: int, error: type[HybridperfError] = HybridperfError) -> dict[str, Any]:
+    """The document of a booster text, refused (``error``) unless it is xgboost's JSON for a single-target
+    gbtree regressor on ``n_features`` numerical features with well-formed trees: xgboost's reader aborts the
+    process on an empty text and crashes or mispredicts on malformed trees, so it reads only the returned
+    document, as :func:`hybridperf.learn.ubjson.encode` writes it (the trees' arrays as numpy arrays in
+    xgboost's own types, float32 values within its range, the integer fields as ints)."""
     if not isinstance(text, str) or not text.strip():
         raise error("model file has no booster where its mode needs one; retrain it")
     try:
@@ -164,6 +224,7 @@ def check_booster(text: Any, n_features: int, error: type[HybridperfError] = Hyb
         doc = json.loads(text, parse_constant=_refuse_constant)
         _schema_error(_validator(), doc, "booster")
         _check_model(doc, n_features)
+        return doc
     except _Bad as exc:
         raise error(f"malformed xgboost booster ({exc}); retrain the model") from None
     except (ValueError, RecursionError) as exc:  # JSON syntax, number or depth

@@ -108,6 +108,11 @@ TREE_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
     "num_feature": lambda b: b["learner"]["learner_model_param"].__setitem__("num_feature", "-1"),
     "categorical": lambda b: _trees(b)[0]["split_type"].__setitem__(0, 1),
     "string_weight": lambda b: _trees(b)[0]["base_weights"].__setitem__(0, "x"),
+    # values hybridperf converts to xgboost's float32 / int32 before xgboost reads them
+    "weight_beyond_float32": lambda b: _trees(b)[0]["base_weights"].__setitem__(0, 1e39),
+    "leaf_split_beyond_int32": lambda b: _trees(b)[0]["split_indices"].__setitem__(
+        _trees(b)[0]["left_children"].index(-1), 2**40),
+    "parent_wrong": lambda b: _trees(b)[1]["parents"].__setitem__(2, 1),
 }
 
 

@@ -170,9 +170,13 @@ def booster_from_json(text: Any, n_features: int) -> Any:
     from xgboost import XGBRegressor
     from xgboost.core import XGBoostError
 
+    try:
+        raw = encode(doc)
+    except ValueError as exc:
+        raise ModelFileError(f"malformed xgboost booster: {exc}; retrain the model") from None
     reg = XGBRegressor()
     try:
-        reg.load_model(encode(doc))
+        reg.load_model(raw)
     except XGBoostError as exc:
         raise ModelFileError(f"xgboost cannot read the booster ({str(exc).splitlines()[0][:120]})") from None
     if reg.n_features_in_ != n_features:

@@ -12,6 +12,7 @@ No library does this: py-ubjson, the one UBJSON package, writes no typed arrays 
 """
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Any
 
@@ -37,21 +38,23 @@ def _int(value: int) -> bytes:
     return b"L" + struct.pack(">q", value)  # struct.error beyond int64
 
 
+@functools.lru_cache(maxsize=1024)
+def _key(name: str) -> bytes:
+    raw = name.encode("utf-8")
+    return _count(len(raw)) + raw
+
+
 def _write(value: Any, out: list[bytes]) -> None:
-    if isinstance(value, dict):
-        out.append(b"{")
-        for key, item in value.items():
-            raw = key.encode("utf-8")
-            out.append(_count(len(raw)) + raw)
-            _write(item, out)
-        out.append(b"}")
-    elif isinstance(value, np.ndarray):
+    # Most items of a booster are a tree's arrays and keys: tested first, keys encoded once.
+    if isinstance(value, np.ndarray):
         marker, dtype = _TYPED[value.dtype]
         out.append(b"[$" + marker + b"#" + _count(len(value)) + value.astype(dtype, copy=False).tobytes())
-    elif isinstance(value, list):
-        out.append(b"[#" + _count(len(value)))
-        for item in value:
+    elif isinstance(value, dict):
+        out.append(b"{")
+        for key, item in value.items():
+            out.append(_key(key))
             _write(item, out)
+        out.append(b"}")
     elif isinstance(value, str):
         raw = value.encode("utf-8")
         out.append(b"S" + _count(len(raw)) + raw)
@@ -59,6 +62,10 @@ def _write(value: Any, out: list[bytes]) -> None:
         out.append(b"T" if value else b"F")
     elif isinstance(value, int):
         out.append(_int(value))
+    elif isinstance(value, list):
+        out.append(b"[#" + _count(len(value)))
+        for item in value:
+            _write(item, out)
     elif isinstance(value, float):
         out.append(b"d" + struct.pack(">f", value))
     elif value is None:
@@ -69,7 +76,11 @@ def _write(value: Any, out: list[bytes]) -> None:
 
 def encode(doc: Any) -> bytearray:
     """``doc`` (dicts, lists, strings, ints, floats, bools, None and 1-d float32 / int32 / int64 / uint8 numpy
-    arrays, which become typed arrays) as UBJSON bytes in xgboost's layout."""
+    arrays, which become typed arrays) as UBJSON bytes in xgboost's layout; ValueError for anything else (a
+    string that is not valid Unicode, an integer beyond int64, another type)."""
     out: list[bytes] = []
-    _write(doc, out)
+    try:
+        _write(doc, out)
+    except (UnicodeEncodeError, struct.error, KeyError, TypeError) as exc:  # a lone surrogate, an int past int64
+        raise ValueError(f"cannot write it as UBJSON ({' '.join(str(exc).split())[:80]})") from None
     return bytearray(b"".join(out))

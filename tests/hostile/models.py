@@ -113,6 +113,7 @@ TREE_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
     "leaf_split_beyond_int32": lambda b: _trees(b)[0]["split_indices"].__setitem__(
         _trees(b)[0]["left_children"].index(-1), 2**40),
     "parent_wrong": lambda b: _trees(b)[1]["parents"].__setitem__(2, 1),
+    "surrogate_attribute": lambda b: b["learner"]["attributes"].__setitem__("note", "\ud800"),
 }
 
 

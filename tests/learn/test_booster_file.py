@@ -114,3 +114,12 @@ def test_the_unedited_booster_passes_and_integer_fields_become_ints(small) -> No
     assert tree["split_conditions"].dtype == np.float32 and tree["left_children"].dtype == np.int32
     booster_from_json(json.dumps(doc), n)  # xgboost reads it
 
+
+
+def test_a_string_that_is_not_unicode_is_refused(small) -> None:
+    """JSON's escape \\ud800 parses to a lone surrogate, which UTF-8 cannot hold: a one-line error, not a crash."""
+    text, n = small
+    doc = json.loads(text)
+    doc["learner"]["attributes"]["note"] = "\ud800"
+    with pytest.raises(ModelFileError, match="malformed xgboost booster: cannot write it as UBJSON"):
+        booster_from_json(json.dumps(doc), n)

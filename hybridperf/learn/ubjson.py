@@ -1,15 +1,12 @@
-"""A checked booster document as xgboost's UBJSON model bytes, so that xgboost reads only bytes made here.
-
-xgboost's JSON reader took 0.14 s of each load of the shipped model (two 2.6 MB boosters) after
-:func:`hybridperf.learn.booster.check_booster` had already parsed and checked the same text; its UBJSON
-reader takes 0.02 s. The layout is xgboost's own (``Booster.save_raw("ubj")``, src/common/json.cc): big-endian,
-every length an int64 ``L``, objects ``{`` ... ``}`` with keys as length-prefixed bytes, arrays with a count
-(``[#L n`` and their items, no closing bracket), typed arrays ``[$T#L n`` followed by the raw values, integers
-in the smallest of int8 / int16 / int32 / int64 that holds them strictly inside its range, numbers as float32 ``d``. The tests check that
-a document encodes to the bytes xgboost itself saves for the same booster.
-
-No library does this: py-ubjson, the one UBJSON package, writes no typed arrays and was last released in 2020.
-"""
+"""A checked booster document as xgboost's UBJSON model bytes, so that xgboost reads only bytes made here."""
+# xgboost's JSON reader took 0.14 s of each load of the shipped model (two 2.6 MB boosters) after
+# hybridperf.learn.booster.check_booster had already parsed and checked the same text; its UBJSON reader takes
+# 0.02 s. The layout is xgboost's own (Booster.save_raw("ubj"), src/common/json.cc): big-endian, every length an
+# int64 "L", objects "{" ... "}" with keys as length-prefixed bytes, arrays with a count ("[#L n" and their items,
+# no closing bracket), typed arrays "[$T#L n" followed by the raw values, integers in the smallest of int8 / int16 /
+# int32 / int64 that holds them strictly inside its range, numbers as float32 "d". The tests check that a document
+# encodes to the bytes xgboost itself saves for the same booster.
+# No library does this: py-ubjson, the one UBJSON package, writes no typed arrays and was last released in 2020.
 from __future__ import annotations
 
 import functools
@@ -44,6 +41,21 @@ def _key(name: str) -> bytes:
     return _count(len(raw)) + raw
 
 
+def _scalar(value: Any) -> bytes:
+    if isinstance(value, str):
+        raw = value.encode("utf-8")
+        return b"S" + _count(len(raw)) + raw
+    if isinstance(value, bool):
+        return b"T" if value else b"F"
+    if isinstance(value, int):
+        return _int(value)
+    if isinstance(value, float):
+        return b"d" + struct.pack(">f", value)
+    if value is None:
+        return b"Z"
+    raise TypeError(f"cannot encode {type(value).__name__} as UBJSON")
+
+
 def _write(value: Any, out: list[bytes]) -> None:
     # Most items of a booster are a tree's arrays and keys: tested first, keys encoded once.
     if isinstance(value, np.ndarray):
@@ -55,23 +67,12 @@ def _write(value: Any, out: list[bytes]) -> None:
             out.append(_key(key))
             _write(item, out)
         out.append(b"}")
-    elif isinstance(value, str):
-        raw = value.encode("utf-8")
-        out.append(b"S" + _count(len(raw)) + raw)
-    elif isinstance(value, bool):
-        out.append(b"T" if value else b"F")
-    elif isinstance(value, int):
-        out.append(_int(value))
     elif isinstance(value, list):
         out.append(b"[#" + _count(len(value)))
         for item in value:
             _write(item, out)
-    elif isinstance(value, float):
-        out.append(b"d" + struct.pack(">f", value))
-    elif value is None:
-        out.append(b"Z")
     else:
-        raise TypeError(f"cannot encode {type(value).__name__} as UBJSON")
+        out.append(_scalar(value))
 
 
 def encode(doc: Any) -> bytearray:

@@ -88,13 +88,16 @@ def _refuse_constant(name: str) -> None:
 
 
 def _numbers(values: list[Any], kinds: str) -> np.ndarray | None:
-    """``values`` as a 1-d numpy array whose dtype kind is in ``kinds`` ('i' integers, 'if' numbers), None
-    otherwise: strings, nulls, booleans mixed with floats and nested lists give other kinds or shapes."""
-    try:
-        arr = np.array(values) if values else np.zeros(0, dtype=np.int64)
-    except (ValueError, OverflowError):
+    """``values`` as a 1-d numpy array of Python ints (``kinds`` 'i') or ints and floats ('if'), None if any value
+    is another type (a string, null, boolean or list). The types are checked before numpy sees the list: one long
+    string would make numpy allocate that string's width for every value."""
+    allowed = {int} if kinds == "i" else {int, float}
+    if not set(map(type, values)) <= allowed:
         return None
-    return arr if arr.ndim == 1 and arr.dtype.kind in kinds and len(arr) == len(values) else None
+    try:
+        return np.array(values, dtype=np.int64 if kinds == "i" else np.float64)
+    except OverflowError:  # an int beyond int64, or beyond the float range
+        return None
 
 
 def _tree_size(tree: Any, i: int, n_features: int) -> int:
@@ -172,7 +175,7 @@ def _check_trees(trees: list[dict[str, Any]], n_features: int) -> None:
     _refuse((parents[starts] != _ROOT_PARENT) | (np.bincount(child_of[wrong], minlength=len(trees)) > 0),
             "parents do not match the child links")
     _refuse(per_tree((inner & ((split < 0) | (split >= n_features))) | (kind != 0) | ((default != 0) & (default != 1))
-                     | (np.abs(split) > _INT32_MAX)),
+                     | (split < -_INT32_MAX - 1) | (split > _INT32_MAX)),
             f"split features must be in 0..{n_features - 1}, numerical, default_left 0 or 1")
     for key, arr in numbers.items():
         _refuse(per_tree(np.abs(arr) > _FLOAT32_MAX), f"{key} must lie within the float32 range")
@@ -216,7 +219,10 @@ def check_booster(text: Any, n_features: int, error: type[HybridperfError] = Hyb
     gbtree regressor on ``n_features`` numerical features with well-formed trees: xgboost's reader aborts the
     process on an empty text and crashes or mispredicts on malformed trees, so it reads only the returned
     document, as :func:`hybridperf.learn.ubjson.encode` writes it (the trees' arrays as numpy arrays in
-    xgboost's own types, float32 values within its range, the integer fields as ints)."""
+    xgboost's own types, float32 values within its range, the integer fields as ints). A number is read as a
+    float64 and then rounded to float32, where xgboost's JSON reader rounds the decimal to float32 at once: the two
+    differ only for a decimal whose float64 is exactly a midpoint between two float32 values (within 2^-30 of a
+    float32 ulp of it), which xgboost never writes (its shortest round-trip decimals lie next to their float32)."""
     if not isinstance(text, str) or not text.strip():
         raise error("model file has no booster where its mode needs one; retrain it")
     try:

@@ -1,4 +1,4 @@
-"""A model file's booster: checked tree by tree, then handed to xgboost as UBJSON bytes written by hybridperf.
+"""A model file's booster: its trees checked, then handed to xgboost as UBJSON bytes written by hybridperf.
 
 The independent expectations: xgboost's own UBJSON bytes for the same booster (``save_raw("ubj")``) and its
 predictions when it reads the booster's JSON itself; each malformed tree refused naming that tree.
@@ -87,6 +87,12 @@ EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "float child id": (lambda t: t["left_children"].__setitem__(0, 1.0), "left_children must hold integers"),
     "short array": (lambda t: t["sum_hessian"].pop(), "sum_hessian must be a list"),
     "wrong id": (lambda t: t.__setitem__("id", 10**6), "id, num_nodes"),
+    "leaf split -2**63": (lambda t: t["split_indices"].__setitem__(_leaf(t), -2**63), "split features"),
+    "booleans for integers": (lambda t: t.__setitem__("default_left", [False] * len(t["default_left"])),
+                              "default_left must hold integers"),
+    # one long string: refused by its type, before numpy would allocate its width for every value
+    "a megabyte string": (lambda t: t["split_conditions"].__setitem__(0, "x" * 1_000_000),
+                          "split_conditions must hold numbers"),
 }
 
 
@@ -113,7 +119,6 @@ def test_the_unedited_booster_passes_and_integer_fields_become_ints(small) -> No
     tree = _trees(checked)[3]
     assert tree["split_conditions"].dtype == np.float32 and tree["left_children"].dtype == np.int32
     booster_from_json(json.dumps(doc), n)  # xgboost reads it
-
 
 
 def test_a_string_that_is_not_unicode_is_refused(small) -> None:

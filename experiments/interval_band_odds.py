@@ -8,7 +8,9 @@ inside the target band (85-95 % at 90 %, 75-85 % at 80 %) is then a property of 
 method can expect. ``n`` is the calibration bin that decides most of the case's test rows (intervals.py's `bins`
 column); a bin without scores (a grown quantile beyond the scored size bands) has no such number. The leave-GPU-out
 bins (``gpu|...``) hold tens of thousands of scores from 4-5 held-out GPUs: their rows are not exchangeable with a
-new GPU's, so the chance given for them is an upper bound, not the odds.
+new GPU's, so the chance given for them is an upper bound, not the odds. Every chance treats the test rows as
+independent given the calibration; rows clustered by kernel and size measure coverage more noisily, so each is an
+upper bound in that sense too.
 """
 from __future__ import annotations
 
@@ -76,7 +78,8 @@ def main() -> None:
         small = ~large & chance.notna()
         summary.append(
             f"- {pct} %: in band on {int(hit.sum())} of {len(table)}. Cases with 1,000+ calibration scores and test "
-            f"rows (a valid method lands in band almost surely: a miss there is a shift the calibration did not see): "
+            f"rows (a valid method lands in band almost surely: a miss there is a case not exchangeable with its "
+            f"calibration): "
             f"{int(hit[large].sum())} of {int(large.sum())}. Cases with fewer: {int(hit[small].sum())} of "
             f"{int(small.sum())}, where an exactly valid method expects {chance[small].sum():.1f}. No finite valid "
             f"interval (too few scores): {int(chance.isna().sum())}.")

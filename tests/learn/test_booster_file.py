@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 import xgboost as xgb
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hybridperf.learn.booster import check_booster
 from hybridperf.learn.persist import ModelFileError, booster_from_json, read_model_document
@@ -128,3 +130,36 @@ def test_a_string_that_is_not_unicode_is_refused(small) -> None:
     doc["learner"]["attributes"]["note"] = "\ud800"
     with pytest.raises(ModelFileError, match="malformed xgboost booster: cannot write it as UBJSON"):
         booster_from_json(json.dumps(doc), n)
+
+
+_INT_KEYS = ("left_children", "right_children", "parents", "split_indices", "split_type", "default_left")
+_FLOAT_KEYS = ("base_weights", "loss_changes", "split_conditions", "sum_hessian")
+_ODD = [-2**63, -2**31 - 1, -2**31, -2, -1, 0, 1, 2, 7, 2**31 - 1, 2**31, 2**40, 2**64, 1e39, -1e39, -0.0, 0.5,
+        1e-45, True, False, None, "7", [1], {}]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple[str, int]:
+    rng = np.random.default_rng(2)
+    x = rng.random((400, 3))
+    reg = xgb.XGBRegressor(n_estimators=8, max_depth=3, n_jobs=1).fit(x, x[:, 0] - x[:, 1] * x[:, 2])
+    return reg.get_booster().save_raw(raw_format="json").decode(), 3
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.integers(0, 7), st.sampled_from(_INT_KEYS + _FLOAT_KEYS), st.integers(0, 14),
+                                st.sampled_from(_ODD)), min_size=1, max_size=3))
+def test_any_edit_of_the_trees_is_refused_or_loads_and_predicts(tiny, edits) -> None:
+    """Edits of a booster's node arrays (ids out of range or past int32, wrong kinds, values past float32): each
+    file is refused with a ModelFileError or loads into a booster that predicts finite times; xgboost's reader
+    never sees a malformed tree (a crash would end the test process)."""
+    text, n = tiny
+    doc = json.loads(text)
+    for tree, key, pos, value in edits:
+        values = _trees(doc)[tree][key]
+        values[pos % len(values)] = value
+    try:
+        reg = booster_from_json(json.dumps(doc), n)
+    except ModelFileError:
+        return
+    assert np.isfinite(reg.predict(np.random.default_rng(3).random((50, n)))).all()

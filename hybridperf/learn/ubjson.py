@@ -35,8 +35,17 @@ def _int(value: int) -> bytes:
     return b"L" + struct.pack(">q", value)  # struct.error beyond int64
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)
+def _short_key(name: str) -> bytes:
+    raw = name.encode("utf-8")
+    return _count(len(raw)) + raw
+
+
 def _key(name: str) -> bytes:
+    """An object key: a booster's few short names encoded once; a long one (only a hand-made file has it) each
+    time, so that no file can fill the cache with megabytes of keys."""
+    if len(name) <= 64:
+        return _short_key(name)
     raw = name.encode("utf-8")
     return _count(len(raw)) + raw
 

@@ -150,8 +150,12 @@ def _check_trees(trees: list[dict[str, Any]], n_features: int) -> None:
     starts = np.cumsum(n) - n
     tree_of = np.repeat(np.arange(len(trees)), n)
 
+    def hit(tree_ids: np.ndarray) -> np.ndarray:
+        """Per tree: whether any of ``tree_ids`` names it."""
+        return np.bincount(tree_ids, minlength=len(trees)) > 0
+
     def per_tree(bad_node: np.ndarray) -> np.ndarray:
-        return np.bincount(tree_of[bad_node], minlength=len(trees)) > 0
+        return hit(tree_of[bad_node])
 
     numbers = {key: _column(trees, key, "if") for key in ("base_weights", "loss_changes", "split_conditions",
                                                           "sum_hessian")}
@@ -172,7 +176,7 @@ def _check_trees(trees: list[dict[str, Any]], n_features: int) -> None:
             "every node but the root must be the child of exactly one node")
     base = starts[child_of]
     wrong = (parents[base + left[inner]] != node[inner]) | (parents[base + right[inner]] != node[inner])
-    _refuse((parents[starts] != _ROOT_PARENT) | (np.bincount(child_of[wrong], minlength=len(trees)) > 0),
+    _refuse((parents[starts] != _ROOT_PARENT) | hit(child_of[wrong]),
             "parents do not match the child links")
     _refuse(per_tree((inner & ((split < 0) | (split >= n_features))) | (kind != 0) | ((default != 0) & (default != 1))
                      | (split < -_INT32_MAX - 1) | (split > _INT32_MAX)),
@@ -207,8 +211,7 @@ def _check_model(doc: dict[str, Any], n_features: int) -> None:
     _check_trees(trees, n_features)
     # JSON's 0.0 equals 0 and passes the schema's "integer": the integers as ints, the empty arrays typed.
     model["iteration_indptr"], model["tree_info"] = list(range(len(trees) + 1)), [0] * len(trees)
-    if "version" in doc:
-        doc["version"] = [int(v) for v in doc["version"]]
+    doc["version"] = [int(v) for v in doc["version"]]  # required by the schema
     if "cats" in model:
         model["cats"] = {"enc": [], "feature_segments": np.zeros(0, dtype=np.int32),
                          "sorted_idx": np.zeros(0, dtype=np.int32)}

@@ -23,18 +23,14 @@ from hybridperf.learn.ubjson import encode
 DEFAULT = Path(__file__).resolve().parents[2] / "models" / "default.json"
 
 
-def _shipped_boosters() -> list[tuple[str, str, int]]:
+@pytest.fixture(scope="module")
+def shipped() -> list[tuple[str, str, int]]:
     """The shipped default model's three boosters (trained on recorded GPU runs): name, JSON text, features."""
     body = read_model_document(DEFAULT)
     n = int(body["estimator"]["n_features_in_"])
     n_difficulty = int(json.loads(body["intervals"]["difficulty"])["learner"]["learner_model_param"]["num_feature"])
     return [("residual", body["estimator"]["booster"], n), ("transfer", body["estimator"]["transfer_booster"], n),
             ("difficulty", body["intervals"]["difficulty"], n_difficulty)]
-
-
-@pytest.fixture(scope="module")
-def shipped() -> list[tuple[str, str, int]]:
-    return _shipped_boosters()
 
 
 @pytest.fixture(scope="module")

@@ -102,8 +102,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print_table(show, [show.columns[out.columns.get_loc(c)] for c in ["kernel", "gpu", *params] if c not in fixed]
                     + ["pred_ms", "pred_lo_ms", "pred_hi_ms", *measured, "out_of_domain", "regime", "limiter",
                        "ood_reason"])
-        print_note(f"pred_lo_ms..pred_hi_ms: {cov:.0%} conformal interval; out_of_domain: outside the training range "
-                   "or unseen values" + ("; time_ms: measured, from --rows" if measured else ""))
+        print_note(f"pred_lo_ms..pred_hi_ms: {cov * 100:.6g}% conformal interval; out_of_domain: outside the "
+                   "training range or unseen values" + ("; time_ms: measured, from --rows" if measured else ""))
         if defaults:
             print_note("(default): the descriptor's value, used because no --set gave one: "
                        + ", ".join(f"{param_name(k)}={v:g}" for k, v in defaults.items()))

@@ -136,6 +136,9 @@ def cmd_suggest(args: argparse.Namespace) -> int:
                        **_loop_kwargs(args))
     if args.output:
         write_picks(sug, args.output)
+    if sug.n_ignored:  # on stderr, whatever the output: --json and --csv keep stdout for the data
+        print(f"note: {sug.n_ignored} of the {len(measured)} --measured rows are not candidates of this problem "
+              "(another size, GPU or kernel, or a configuration outside the space) and were left out", file=sys.stderr)
     if args.json:
         stop = sug.stop
         dump_json({"prior": sug.prior, "stop": None if stop is None else stop.stop,
@@ -143,7 +146,8 @@ def cmd_suggest(args: argparse.Namespace) -> int:
                    "p_better": None if stop is None else clean(stop.p_better),
                    "expected_gain": None if stop is None else clean(stop.expected_gain),
                    "best_measured_ms": clean(sug.best_measured_ms), "n_candidates": sug.n_candidates,
-                   "n_measured": sug.n_measured, "batch": records(predicted_names(sug.table))})
+                   "n_measured": sug.n_measured, "n_ignored": sug.n_ignored,
+                   "batch": records(predicted_names(sug.table))})
         return 0
     if args.csv:
         predicted_names(sug.table).to_csv(sys.stdout, index=False)

@@ -213,6 +213,11 @@ def _per_value(values: np.ndarray, fmt: Any) -> np.ndarray:
     return np.array([fmt(u) for u in uniq], dtype=object)[inverse]
 
 
+def _factor(x: float) -> str:
+    """A size factor with the digits that tell it from 1 ('2x', '1.15x', '1.00003x'; never '1x')."""
+    return f"{x:.3g}x" if x >= 1.005 else f"{x:.6g}x"
+
+
 def reason_text(reasons: pd.DataFrame, kernels: pd.Series, gpus: pd.Series) -> list[str]:
     """A short sentence per row naming its reasons ('' inside the domain)."""
     n = len(reasons)
@@ -228,7 +233,7 @@ def reason_text(reasons: pd.DataFrame, kernels: pd.Series, gpus: pd.Series) -> l
          lambda m: _per_value(g[m], lambda x: f"GPU {x} never trained for this kernel")),
         (few > 0, lambda m: np.array([f"GPU {x} trained with only {r} runs of this kernel"
                                       for x, r in zip(g[m], few[m])], dtype=object)),
-        (size > 1 + 1e-9, lambda m: _per_value(size[m], lambda x: f"size {x:.3g}x beyond the trained range")),
+        (size > 1 + 1e-9, lambda m: _per_value(size[m], lambda x: f"size {_factor(x)} outside the trained range")),
         (gap >= GAP_FLAG,
          lambda m: _per_value(gap[m], lambda x: f"size between trained sizes, {x:.3g}x from the nearest")),
         (config != "", lambda m: _per_value(config[m].astype(str), lambda x: f"config {x} never trained")),

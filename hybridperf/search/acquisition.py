@@ -83,10 +83,17 @@ def stop_rule(surfaces: npt.ArrayLike, noise: float, best_ms: float, *, gain: fl
     mins = np.exp(_draw_minima(S, noise, draws, np.random.default_rng(seed)))
     p = float(np.mean(mins < best_ms / (1.0 + gain)))
     eg = float(np.mean(np.maximum(best_ms - mins, 0.0)) / best_ms)
-    what = f"P(a configuration > {gain:.0%} faster remains) = {p:.1%}; expected gain {eg:.2%}"
+    # The chance is compared with ``probability``; the expected gain is said after the verdict (it decides nothing).
+    what = f"P(a configuration > {_percent(gain)} faster remains) = {p:.1%}"
+    gained = f"expected gain {eg:.2%}"
     if p < probability:
-        return StopDecision(True, p, eg, f"{what} < {probability:.0%}: stop")
-    return StopDecision(False, p, eg, f"{what} >= {probability:.0%}: measure on")
+        return StopDecision(True, p, eg, f"{what} < {_percent(probability)}: stop ({gained})")
+    return StopDecision(False, p, eg, f"{what} >= {_percent(probability)}: measure on ({gained})")
+
+
+def _percent(share: float) -> str:
+    """A share as a percentage with the digits it has (0.05: '5%', 0.015: '1.5%', 0.999999: '99.9999%')."""
+    return f"{share * 100:.6g}%"
 
 
 def _thompson(S: FloatArray, member: int, noise: float, allowed: npt.NDArray[np.bool_],

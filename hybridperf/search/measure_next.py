@@ -33,7 +33,9 @@ class Suggestion:
     prediction (``time_ms``, 90% ``lo_ms``/``hi_ms``; NaN during the start, before any fit),
     ``p_fail`` (chance the configuration fails to run) and ``why``. ``stop``: the stop rule's
     decision and its P(a configuration more than ``stop_gain`` faster remains), None during the
-    start. ``prior``: which prior was used, and on what.
+    start, and a decision to stop when the runs measured reach ``budget``. ``prior``: which prior was used, and on
+    what. ``n_ignored``: measured rows that are not candidates of this problem (another size, GPU, kernel or
+    configuration outside the space), left out.
     """
 
     table: pd.DataFrame
@@ -42,6 +44,7 @@ class Suggestion:
     n_candidates: int
     n_measured: int
     prior: str
+    n_ignored: int = 0
 
 
 def _keys(df: pd.DataFrame) -> list[str]:
@@ -123,10 +126,12 @@ def suggest_next(prior_source: TrainedModel | pd.DataFrame | None, candidates: p
     model = prior_source if isinstance(prior_source, TrainedModel) else None
     rows = prior_source if isinstance(prior_source, pd.DataFrame) else None
     pr = make_prior(prior, pool, prior_rows=rows, model=model, seed=seed)
+    n_ignored = 0
     if measured_sweep is not None and not measured_sweep.empty:
         pos = _match(cands, measured_sweep)
         logt = _measured_log_times(measured_sweep)
         keep = pos >= 0
+        n_ignored = int((~keep).sum())
         pos, logt = pos[keep], logt[keep]
         pos, first = np.unique(pos, return_index=True)  # a configuration measured twice counts once
         logt = logt[first]
@@ -135,14 +140,19 @@ def suggest_next(prior_source: TrainedModel | pd.DataFrame | None, candidates: p
     if pool.feasible.sum() <= pos.size:
         raise HybridperfError("every feasible candidate has been measured; widen the space (--space) or stop")
     step = next_batch(pool, pr, pos, logt, budget=budget, options=options, seed=seed)
+    stop = step.stop
+    if budget is not None and pos.size >= budget:
+        stop = StopDecision(True, float("nan"), float("nan"),
+                            f"the budget of {budget} measurements is spent ({pos.size} measured); raise --budget to "
+                            "measure more")
     table = cands.iloc[step.positions].reset_index(drop=True)
     z = normal_quantile(0.9)
     table["time_ms"] = np.exp(step.log_mu)
     table["lo_ms"], table["hi_ms"] = np.exp(step.log_mu - z * step.log_sigma), np.exp(step.log_mu + z * step.log_sigma)
     table["p_fail"], table["why"] = step.p_fail, step.why
     best = float(np.exp(np.nanmin(logt))) if np.isfinite(logt).any() else float("inf")
-    return Suggestion(table=table, stop=step.stop, best_measured_ms=best, n_candidates=len(cands),
-                      n_measured=int(pos.size), prior=f"{pr.name}: {pr.note}")
+    return Suggestion(table=table, stop=stop, best_measured_ms=best, n_candidates=len(cands),
+                      n_measured=int(pos.size), prior=f"{pr.name}: {pr.note}", n_ignored=n_ignored)
 
 
 def space_candidates(kernel: str, gpu: str, sizes: Mapping[str, float], *,

@@ -165,7 +165,8 @@ class RankResult:
                     f"predicted-fastest share held the fastest of its {self.odds_note})")
         if self.odds_skipped:
             return text
-        return text + f"; {self.n_contenders} dropped configurations could be the fastest by their intervals"
+        return text + (f"; {self.n_contenders} configurations not returned could be the fastest by their "
+                       "intervals")
 
     def pruning(self) -> dict[str, Any]:
         """How the pruning did, as plain values (for JSON output)."""
@@ -228,8 +229,8 @@ def _held_out_odds(model: Any, space: RankSpace, mode: str, kept_share: float,
                                 "measure it on")
     p_kept, p_table = hit_probability(curve, kept_share), hit_probability(curve, table_share)
     if not np.isfinite(p_kept):
-        return np.nan, np.nan, (f"a shortlist of {kept_share:.2%} of the space is finer than the model's held-out "
-                                f"runs of {space.kernel_key} resolve ({curve['q'][0]:.2%})")
+        return np.nan, np.nan, (f"a shortlist of {kept_share:.2%} of the feasible configurations is finer than the "
+                                f"model's held-out runs of {space.kernel_key} resolve ({curve['q'][0]:.2%})")
     groups = int(max(curve["groups"]))
     return p_kept, p_table, (f"held-out runs in {groups} GPU-and-size group{'s' if groups > 1 else ''} of "
                              f"{space.kernel_key}")

@@ -142,8 +142,11 @@ def _candidate_sizes(kernel: KernelDescriptor, table: pd.DataFrame,
 
 def _explicit(kernel: KernelDescriptor, table: pd.DataFrame) -> pd.DataFrame:
     """One column per config parameter from ``config.*`` columns (a sweep) or bare names; a missing
-    parameter or empty cell takes the descriptor's default. ``index``: the row in ``table``."""
-    prefixed = [c for c in table.columns if str(c).startswith("config.")]
+    parameter or empty cell takes the descriptor's default. ``index``: the row in ``table``. A ``config.*``
+    column of no parameter of the kernel is refused where it holds a value, and ignored where it is empty (a
+    sweep of several kernels holds each one's parameters, empty in the other kernels' rows)."""
+    prefixed = [c for c in table.columns if str(c).startswith("config.")
+                and (param_name(c) in kernel.config_names or table[c].notna().any())]
     unknown = [c for c in prefixed if param_name(c) not in kernel.config_names]
     if unknown:
         raise DescriptorError(f"{kernel.name}: candidates column {unknown[0]!r} is not a config parameter; "

@@ -27,8 +27,11 @@ def test_train_writes_model_and_reports(model_path: str, capsys) -> None:
 def test_predict_table_json_csv(model_path: str, capsys) -> None:
     assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048,65536", "--wide"]) == 0
     out = capsys.readouterr().out
-    assert "pred_ms" in out and "beyond the trained range" in out
+    assert "pred_ms" in out and "outside the trained range" in out
     assert "BLOCK=256 (default)" in out  # the descriptor default the prediction used, above the table (one value)
+    assert "90% conformal interval" in out
+    assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048", "--coverage", "0.995"]) == 0
+    assert "99.5% conformal interval" in capsys.readouterr().out  # not rounded to "100%"
     assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048", "--set", "BLOCK=128,256"]) == 0
     out = capsys.readouterr().out  # a parameter that varies keeps its column; the fixed ones are listed above
     assert "for kernel=seed004-matvec, gpu=titan-v, N=2048" in out and "BLOCK" in out.split("pred_ms")[0]

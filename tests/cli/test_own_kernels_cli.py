@@ -67,7 +67,7 @@ def test_kernels_new_check_train_predict_by_path_and_search_path(work, capsys, m
     monkeypatch.delenv(KERNEL_PATH_ENV)
     (work / "st.toml").unlink()  # the model alone predicts
     code, out, _ = run(capsys, "predict", "-m", "m.json", "--set", "W=4096", "--set", "H=512", "--csv")
-    assert code == 0 and "size 2x beyond the trained range" in out
+    assert code == 0 and "size 2x outside the trained range" in out
     code, out, _ = run(capsys, "rank", "-m", "m.json", "--kernel", "test-stencil2d", "--gpu", "titan-v",
                        "--set", "W=1024", "--set", "H=512", "--csv")
     assert code == 0 and len(pd.read_csv(pd.io.common.StringIO(out))) > 0
@@ -154,4 +154,4 @@ def test_predict_set_names_a_counter_described_kernel_as_trained_and_sizes_it_by
     assert code == 0, err
     row = pd.read_csv(pd.io.common.StringIO(out)).iloc[0]
     assert row["kernel"] == "aiwc-csr-csr" and not row["ood_kernel"]
-    assert row["ood_size_factor"] > 20 and "beyond the trained range" in row["ood_reason"]
+    assert row["ood_size_factor"] > 20 and "outside the trained range" in row["ood_reason"]

@@ -59,8 +59,13 @@ def test_each_reason_has_its_own_column() -> None:
     assert list(r.ood_defaulted) == ["", "", "", "", "", "B"]
     assert list(r.ood_regime) == [False, False, False, False, False, True]
     text = reason_text(r, probe.kernel, probe.gpu)
-    assert text[0] == "" and "4x beyond" in text[1] and "GPU z" in text[2] and "B=48" in text[3]
+    assert text[0] == "" and "GPU z" in text[2] and "B=48" in text[3]
     assert text[4] == "kernel other never trained" and "defaulted" in text[5] and "regime" in text[5]
+    # 4x above the largest trained size and 4x below the smallest: the factor is the same, the text says neither
+    # "beyond" nor "below" (the factor does not keep the side); a size just outside is not shown as "1x".
+    assert "size 4x outside the trained range" in text[1] and "size 4x outside the trained range" in text[5]
+    near = out_of_domain(probe.iloc[:1].assign(**{"size.N": 256.0 * 1.00003}), d)
+    assert reason_text(near, probe.kernel.iloc[:1], probe.gpu.iloc[:1]) == ["size 1.00003x outside the trained range"]
 
 
 def test_missing_config_columns_and_importer_marks_count_as_defaulted() -> None:

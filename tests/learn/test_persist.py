@@ -210,7 +210,7 @@ def test_predictions_are_positive_and_flag_unseen_sizes(model_file: Path) -> Non
     out = predict_rows(model, rows)  # trained at N = 1024, 3072, 5120, ..., 32768
     assert (out.time_ms > 0).all() and (out.lo_ms < out.time_ms).all() and (out.time_ms < out.hi_ms).all()
     assert list(out.out_of_domain) == [False, True, True]
-    assert "beyond the trained range" in out.ood_reason.iloc[1] and out.ood_size_factor.iloc[1] > 1
+    assert "outside the trained range" in out.ood_reason.iloc[1] and out.ood_size_factor.iloc[1] > 1
     assert "between trained sizes, 1.5x from the nearest" in out.ood_reason.iloc[2]
     assert np.isfinite(out.time_ms).all()
 

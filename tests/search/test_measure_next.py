@@ -53,6 +53,20 @@ def test_suggest_with_a_model_skips_measured_rows(model, small_sweep) -> None:
     assert first.stop is None and len(first.table) == 4 and first.table["why"].str.startswith("start").all()
 
 
+def test_suggest_says_when_the_budget_is_spent_and_counts_rows_it_left_out(model, small_sweep) -> None:
+    res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, pareto=False, top=200)
+    cands = res.rows()
+    measured = small_sweep.merge(cands.iloc[:5], on=list(cands.columns))
+    other = measured.assign(gpu="some-other-gpu")  # runs of another GPU: not candidates of this problem
+    sug = suggest_next(model, cands, pd.concat([measured, other]), budget=5, seed=0)
+    assert sug.n_measured == 5 and sug.n_ignored == 5
+    assert sug.table.empty and sug.stop is not None and sug.stop.stop
+    assert "budget of 5 measurements is spent" in sug.stop.reason
+    more = suggest_next(model, cands, measured, budget=8, seed=0)
+    assert more.n_ignored == 0 and 1 <= len(more.table) <= 3  # batches sized by the budget, within what is left
+    assert more.stop is None or "budget" not in more.stop.reason
+
+
 def test_suggest_takes_the_models_intervals_to_choose_between_its_best_and_exploring(model, small_sweep) -> None:
     cands = small_sweep[small_sweep["status"] == "ok"].drop(columns=["time_ms", "status", "reason"]).head(300)
     pool = FeaturePool.of(cands)

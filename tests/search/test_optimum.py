@@ -94,6 +94,9 @@ def test_odds_off_ranks_the_same_and_says_so(model, monkeypatch) -> None:
     np.testing.assert_equal(off.p_fastest_kept, on.p_fastest_kept)
     assert off.odds_skipped and off.n_contenders == 0
     assert "could be the fastest" in on.describe_odds() and "could be the fastest" not in off.describe_odds()
+    # With prune none nothing is dropped: the contenders are configurations ranked but not returned.
+    assert "configurations not returned could be the fastest" in on.describe_odds()
+    assert "dropped" not in on.describe_odds()
     assert not off.pruning()["odds_computed"] and off.pruning()["contenders_dropped"] is None
     # By default the odds are computed up to ODDS_MAX_CONFIGS configurations, and not beyond.
     monkeypatch.setattr(rank_mod, "ODDS_MAX_CONFIGS", on.space_size)

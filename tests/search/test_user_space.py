@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from hybridperf.datasets import load_dataset
-from hybridperf.errors import HybridperfError
+from hybridperf.errors import DescriptorError, HybridperfError
 from hybridperf.search.measure_next import space_candidates
 from hybridperf.search.rank import rank_configs
 from hybridperf.search.user_space import user_space
@@ -61,6 +61,20 @@ def test_candidates_of_several_sizes_or_kernels() -> None:
         user_space("kt-convolution", {"W": 1024}, candidates=rows)
     with pytest.raises(HybridperfError, match="no rows of kernel kt-dedispersion"):
         user_space("kt-dedispersion", {}, candidates=rows)
+
+
+def test_candidates_from_a_recorded_sweep_of_several_kernels() -> None:
+    # The shipped H200 recording holds eight kernels, each one's config.* columns empty in the others' rows: the
+    # reduction's candidates are its 210 recorded configurations at one N, 60 of them feasible (a column of another
+    # kernel's parameter is ignored where empty, refused where it holds a value).
+    sweep = load_dataset("h200-cuda-bench")
+    n = 2.0**24
+    us = user_space("bench-reduction", {"N": n}, candidates=sweep)
+    mine = sweep[(sweep["kernel"] == "bench-reduction") & (sweep["size.N"] == n)]
+    cols = [c for c in mine.columns if c.startswith("config.") and mine[c].notna().any()]
+    assert len(us.candidates) == len(mine[cols].drop_duplicates()) == 210
+    with pytest.raises(DescriptorError, match="candidates column 'config.TILE' is not a config parameter"):
+        user_space("bench-reduction", {"N": n}, candidates=mine.assign(**{"config.TILE": 16.0}))
 
 
 def test_rank_and_suggest_search_the_same_space(small_sweep) -> None:

@@ -82,6 +82,12 @@ def gpuperf(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     input data") is ``dram_bytes`` in such requests per active SM, which makes T_mem_min the DRAM
     transfer time at peak bandwidth, in cycles.
 
+    Deviation: ``#warps per SM`` (the work of Eqs. 3, 7, 9, 11 and 18; the paper's #total_warps / #active_SMs)
+    is at least N, the warps the busiest SM runs at once: with fewer blocks than fill every SM, ITILP and MWP
+    grew with N (the busiest SM's ceil(#blocks / #SMs) blocks) while the work stayed the average, and one block
+    more than the SMs halved the time (matvec, BLOCK 256, H200: 132 blocks 32.6 ms, 133 blocks 15.4 ms; measured
+    4.88 and 9.55 ms). Launches that fill their SMs are unchanged.
+
     Parameters
     ----------
     profile : KernelProfile
@@ -103,7 +109,9 @@ def gpuperf(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     p = profile
     ws = float(gpu.warp_size)
     n = st.n_warps
-    per_sm = st.total_warps / st.active_sms
+    # Warps of work per SM: the paper's average over the active SMs, at least the N warps the busiest SM runs at
+    # once (deviation, docstring).
+    per_sm = np.maximum(st.total_warps / st.active_sms, n)
     mem_insts = p.coal_mem_insts + p.uncoal_mem_insts
     insts = p.comp_insts + mem_insts
     lat = gpu.avg_inst_latency_cycles
@@ -140,7 +148,7 @@ def gpuperf(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     t_overlap = np.minimum(t_comp * f_overlap, t_mem)                                   # (16)
     t_exec = t_comp + t_mem - t_overlap                                                 # (1)
 
-    t_fp = p.fp_insts * st.total_warps * gpu.fp_latency_cycles / (st.active_sms * itilp)  # (18)
+    t_fp = p.fp_insts * per_sm * gpu.fp_latency_cycles / itilp                          # (18)
     size_of_data = p.dram_bytes / request_bytes / st.active_sms
     t_mem_min = size_of_data * avg_dram_lat / mwp_peak                                  # (19)
     b_itilp = w_parallel - insts * per_sm * lat / itilp_max                             # (20)

@@ -10,10 +10,13 @@
 # Instead, at training time, within each (kernel, GPU, sizes) group of training runs: the runs' out-of-fold
 # predictions (each predicted by a fit that did not see it, :meth:`HybridRegressor.held_out_log_predict`'s random
 # folds) rank random halves of the group as ``rank`` ranks a space, and a hit is the half's measured-fastest run
-# being among the predicted-fastest ``floor(q x m)`` of its ``m`` runs. The hit rate at each share ``q`` of
-# :data:`FRACTIONS`, averaged over the kernel's groups (each counted once, only where ``floor(q x m) >= 1``: a
-# share finer than one run of a half is not measured, and rounding down keeps the measured share at most ``q``),
-# is the curve :func:`hit_probability` reads at the shortlist's share of the space. It says how the model did on
+# being among the predicted-fastest ``k = floor(f x m)`` of its ``m`` runs. At each fraction ``f`` of
+# :data:`FRACTIONS` the hit rate, averaged over the kernel's groups (each counted once, only where ``k >= 1``: a
+# share finer than one run of a half is not measured), is the curve's ``p``, and the share those groups measured,
+# the mean of their ``k / m``, its ``q``: :func:`hit_probability` reads the curve at the shortlist's share of the
+# feasible configurations. (``q`` was ``f`` itself, a share at least as large as any group measured: then a
+# shortlist of 10 among 108, rank's default fill, was "finer than the runs resolve" where halves of 15 runs had
+# measured 1 in 15.) It says how the model did on
 # runs like the user's (same kernel, a GPU and size it trained on); the fits that made the out-of-fold predictions
 # saw four fifths of the runs, and a half holds fewer, less extreme configurations than the space, both of which
 # make the estimate err low.
@@ -51,7 +54,7 @@ def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y
     kernel = rows["kernel"].astype(str).to_numpy()
     rng = np.random.default_rng(random_state)
     fractions = np.asarray(FRACTIONS)
-    hits: dict[str, list[np.ndarray]] = {}
+    hits: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     counts = np.bincount(codes[codes >= 0]) if (codes >= 0).any() else np.zeros(0, dtype=np.int64)
     big = np.flatnonzero(counts >= MIN_GROUP_RUNS)
     in_big = np.isin(codes, big)
@@ -69,15 +72,19 @@ def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y
         rank_of_best = np.argmax(order == best[:, None], axis=1)  # 0 = predicted fastest
         k = np.floor(fractions * m).astype(int)
         rate = np.where(k >= 1, (rank_of_best[:, None] < k[None, :]).mean(axis=0), np.nan)
-        hits.setdefault(kernel[idx[0]], []).append(rate)
+        hits.setdefault(kernel[idx[0]], []).append((rate, np.where(k >= 1, k / m, np.nan)))
     out: dict[str, dict[str, list[float]]] = {}
-    for name, rates in hits.items():
-        r = np.vstack(rates)
+    for name, parts in hits.items():
+        r = np.vstack([rate for rate, _ in parts])
         n = np.isfinite(r).sum(axis=0)
         keep = n > 0
         if keep.any():
             mean = np.nanmean(r[:, keep], axis=0)
-            out[name] = {"q": fractions[keep].tolist(), "p": np.maximum.accumulate(mean).tolist(),
+            # Increasing: a group's k / m grows with f (each f at least doubles the one before it, so k does once it
+            # is 1), and a group first counted at f measured 1 / m > the fraction before it, which bounds every
+            # share measured there.
+            share = np.nanmean(np.vstack([sh for _, sh in parts])[:, keep], axis=0)
+            out[name] = {"q": share.tolist(), "p": np.maximum.accumulate(mean).tolist(),
                          "groups": n[keep].astype(float).tolist()}
     return out
 

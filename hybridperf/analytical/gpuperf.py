@@ -79,14 +79,15 @@ def gpuperf(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     peak bandwidth (times down to 0.27x the DRAM floor). With ``request_bytes``, T_mem (hence
     T_exec) is never below ``dram_bytes`` / peak bandwidth for any miss_ratio > 0 (ITMLP <=
     MWP_peak_bw and AMAT >= avg_DRAM_lat x miss_ratio). ``size_of_data`` (Eq. 19, "the size of
-    input data") is ``dram_bytes`` in such requests per active SM, which makes T_mem_min the DRAM
-    transfer time at peak bandwidth, in cycles.
+    input data") is ``dram_bytes`` in such requests per active SM (per warp of work, times the warps of
+    work per SM below), which makes T_mem_min the DRAM transfer time at peak bandwidth, in cycles.
 
-    Deviation: ``#warps per SM`` (the work of Eqs. 3, 7, 9, 11 and 18; the paper's #total_warps / #active_SMs)
-    is at least N, the warps the busiest SM runs at once: with fewer blocks than fill every SM, ITILP and MWP
-    grew with N (the busiest SM's ceil(#blocks / #SMs) blocks) while the work stayed the average, and one block
-    more than the SMs halved the time (matvec, BLOCK 256, H200: 132 blocks 32.6 ms, 133 blocks 15.4 ms; measured
-    4.88 and 9.55 ms). Launches that fill their SMs are unchanged.
+    Deviation: ``#warps per SM`` (the work of Eqs. 3, 7, 9, 11, 18 and 20, and the SM's share of the data in Eq.
+    19; the paper's #total_warps / #active_SMs) is at least N, the warps the busiest SM runs at once: with fewer
+    blocks than fill every SM, ITILP and MWP grew with N (the busiest SM's ceil(#blocks / #SMs) blocks) while the
+    work stayed the average, and one block more than the SMs halved the time (matvec, BLOCK 256, H200: 132 blocks
+    32.6 ms, 133 blocks 15.4 ms; measured 4.88 and 9.55 ms). T_mem_min takes the same SM's data, so that B_memlp
+    does not count its extra blocks as lost memory-level parallelism. Launches that fill their SMs are unchanged.
 
     Parameters
     ----------
@@ -149,7 +150,7 @@ def gpuperf(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | None 
     t_exec = t_comp + t_mem - t_overlap                                                 # (1)
 
     t_fp = p.fp_insts * per_sm * gpu.fp_latency_cycles / itilp                          # (18)
-    size_of_data = p.dram_bytes / request_bytes / st.active_sms
+    size_of_data = p.dram_bytes / request_bytes / st.total_warps * per_sm  # the busiest SM's share (see above)
     t_mem_min = size_of_data * avg_dram_lat / mwp_peak                                  # (19)
     b_itilp = w_parallel - insts * per_sm * lat / itilp_max                             # (20)
     b_serial = w_serial                                                                 # (21)

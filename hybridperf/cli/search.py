@@ -267,7 +267,7 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
                    help="configs per streamed chunk (bounds memory: about 3 kB per config with a model)")
     s.add_argument("--jobs", type=t.count(256), default=1, help="threads scanning chunks side by side")
     s.add_argument("--odds", action=argparse.BooleanOptionalAction, default=None,
-                   help="count the dropped configurations whose intervals still allow them to be the fastest "
+                   help="count the configurations not returned whose intervals still allow them to be the fastest "
                         "(default: for spaces of at most 2,000,000 configurations; it predicts every configuration's "
                         "interval)")
     s.add_argument("--dask", metavar="ADDRESS",

@@ -214,8 +214,11 @@ def _per_value(values: np.ndarray, fmt: Any) -> np.ndarray:
 
 
 def _factor(x: float) -> str:
-    """A size factor with the digits that tell it from 1 ('2x', '1.15x', '1.00003x'; never '1x')."""
-    return f"{x:.3g}x" if x >= 1.005 else f"{x:.6g}x"
+    """A size factor (> 1) with the digits that tell it from 1: '2x', '1.15x', '1.00000006x', '1,024x'."""
+    if x >= 1000:
+        return f"{x:,.0f}x"
+    text = next((t for t in (f"{x:.{d}g}" for d in (3, 6, 9, 12)) if t != "1"), repr(x))
+    return text + "x"
 
 
 def reason_text(reasons: pd.DataFrame, kernels: pd.Series, gpus: pd.Series) -> list[str]:

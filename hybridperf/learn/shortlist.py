@@ -41,8 +41,9 @@ _MAX_GROUP_RUNS = 4000
 def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y: np.ndarray,
                         random_state: int = 0) -> dict[str, dict[str, list[float]]]:
     """Per kernel of ``rows`` (training rows with ``kernel``, ``gpu`` and ``size.*`` columns): ``{"q": shares,
-    "p": hit rates, "groups": groups measured at each share}`` for the shares of :data:`FRACTIONS` that at least one
-    group resolves (see the module docstring); kernels without a group of :data:`MIN_GROUP_RUNS` runs are absent."""
+    "p": hit rates, "groups": groups measured at each share}`` at the fractions of :data:`FRACTIONS` that at least
+    one group resolves, ``q`` the mean share those groups measured there (see the module docstring); kernels
+    without a group of :data:`MIN_GROUP_RUNS` runs are absent."""
     pred = np.asarray(held_out_log_pred, dtype=np.float64)
     logy = np.asarray(log_y, dtype=np.float64)
     ok = np.isfinite(pred) & np.isfinite(logy)

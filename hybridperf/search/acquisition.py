@@ -92,8 +92,11 @@ def stop_rule(surfaces: npt.ArrayLike, noise: float, best_ms: float, *, gain: fl
 
 
 def _percent(share: float) -> str:
-    """A share as a percentage with the digits it has (0.05: '5%', 0.015: '1.5%', 0.999999: '99.9999%')."""
-    return f"{share * 100:.6g}%"
+    """A share as a percentage with the digits that tell it from 0 % and 100 % (0.05: '5%', 0.015: '1.5%',
+    0.999999: '99.9999%', 0.9999999: '99.99999%')."""
+    texts = [f"{share * 100:.{d}g}" for d in (6, 9, 12)]
+    text = next((t for t in texts if not (t == "100" and share < 1) and not (t == "0" and share > 0)), texts[-1])
+    return text + "%"
 
 
 def _thompson(S: FloatArray, member: int, noise: float, allowed: npt.NDArray[np.bool_],

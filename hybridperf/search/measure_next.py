@@ -183,7 +183,8 @@ def write_picks(suggestion: Suggestion, path: str | Path) -> Path:
 
     stop = suggestion.stop
     meta = {"why": list(suggestion.table["why"]), "prior": suggestion.prior,
-            "stop": None if stop is None else {"stop": stop.stop, "p_better": stop.p_better, "reason": stop.reason}}
+            "stop": None if stop is None else {"stop": stop.stop, "reason": stop.reason,  # no chance once the budget
+                                               "p_better": stop.p_better if np.isfinite(stop.p_better) else None}}
     return write_picks_table(suggestion.table, path, meta)
 
 

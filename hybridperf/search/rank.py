@@ -71,9 +71,9 @@ class RankResult:
     only raises the chance). NaN, with the reason in ``odds_note``, without a model, for Ryoo's front
     (not chosen by predicted time), on a GPU the model never ran the kernel on, where the kernel's
     training runs hold no (GPU, size) group of 10, or for a share finer than the held-out runs resolve.
-    ``n_contenders`` counts the dropped configurations whose intervals still allow them to be the
-    fastest (:mod:`hybridperf.search.optimum`); 0 when ``odds_skipped`` (``odds=False``, or a space of more
-    than :data:`ODDS_MAX_CONFIGS` ranked without ``odds=True``).
+    ``n_contenders`` counts the configurations not returned (pruned, or ranked below the candidates kept) whose
+    intervals still allow them to be the fastest (:mod:`hybridperf.search.optimum`); 0 when ``odds_skipped``
+    (``odds=False``, or a space of more than :data:`ODDS_MAX_CONFIGS` ranked without ``odds=True``).
     """
 
     kernel: str  # as rows name it: shipped name, or descriptor path
@@ -152,7 +152,7 @@ class RankResult:
 
     def describe_odds(self) -> str:
         """One line: how likely the fastest configuration is among the candidates and the table, and how many
-        dropped configurations could be the fastest by their intervals ('' without a model)."""
+        configurations not returned could be the fastest by their intervals ('' without a model)."""
         if not self.odds_note:
             return ""
         if not np.isfinite(self.p_fastest_kept):
@@ -229,8 +229,8 @@ def _held_out_odds(model: Any, space: RankSpace, mode: str, kept_share: float,
                                 "measure it on")
     p_kept, p_table = hit_probability(curve, kept_share), hit_probability(curve, table_share)
     if not np.isfinite(p_kept):
-        return np.nan, np.nan, (f"a shortlist of {kept_share:.2%} of the feasible configurations is finer than the "
-                                f"model's held-out runs of {space.kernel_key} resolve ({curve['q'][0]:.2%})")
+        return np.nan, np.nan, (f"a shortlist of {kept_share:.2%} of the feasible, unscreened configurations is finer "
+                                f"than the model's held-out runs of {space.kernel_key} resolve ({curve['q'][0]:.2%})")
     groups = int(max(curve["groups"]))
     return p_kept, p_table, (f"held-out runs in {groups} GPU-and-size group{'s' if groups > 1 else ''} of "
                              f"{space.kernel_key}")

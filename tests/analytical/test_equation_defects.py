@@ -133,8 +133,12 @@ def test_one_block_more_than_sms_takes_as_long_as_two_on_every_sm(model, gpu_nam
     gpu = load_gpu(gpu_name)
     s = float(gpu.sm_count)
     assert launch_state(_blocks_profile(2 * s), gpu).active_blocks_per_sm[0] == 2  # two blocks fit on an SM
-    t = {b: model(_blocks_profile(b), gpu).row()["time_ms"] for b in (s, s + 1, 2 * s)}
+    rows = {b: model(_blocks_profile(b), gpu).row() for b in (s, s + 1, 2 * s)}
+    t = {b: r["time_ms"] for b, r in rows.items()}
     assert t[s + 1] == pytest.approx(t[2 * s], rel=1e-12)
+    if model is gpuperf:  # the benefit metrics too: the busiest SM's data, not the average's (B_memlp was 42 % of
+        for term in ("t_mem_min", "b_memlp", "b_itilp", "b_fp", "b_serial"):  # T_exec at one block more than the
+            assert rows[s + 1][term] == pytest.approx(rows[2 * s][term], rel=1e-12, abs=1e-9), term  # SMs)
     if model is mwp_cwp:  # GPUPerf's Eq. 17 overlaps more of the memory time the more warps an SM runs (N - 1 of
         assert t[s + 1] >= t[s]  # N), so its two blocks at once may take a little less than one (0.93x on the H200)
 

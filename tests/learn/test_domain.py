@@ -66,6 +66,9 @@ def test_each_reason_has_its_own_column() -> None:
     assert "size 4x outside the trained range" in text[1] and "size 4x outside the trained range" in text[5]
     near = out_of_domain(probe.iloc[:1].assign(**{"size.N": 256.0 * 1.00003}), d)
     assert reason_text(near, probe.kernel.iloc[:1], probe.gpu.iloc[:1]) == ["size 1.00003x outside the trained range"]
+    for n, text in ((256.0 * (1 + 2.0**-24), "1.00000006x"), (256.0 * 1.005, "1.005x"), (256.0 * 1024, "1,024x")):
+        far = out_of_domain(probe.iloc[:1].assign(**{"size.N": n}), d)
+        assert reason_text(far, probe.kernel.iloc[:1], probe.gpu.iloc[:1]) == [f"size {text} outside the trained range"]
 
 
 def test_missing_config_columns_and_importer_marks_count_as_defaulted() -> None:

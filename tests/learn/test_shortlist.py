@@ -67,6 +67,12 @@ def test_a_default_shortlist_of_a_small_space_is_resolved() -> None:
     assert curve["q"][0] == pytest.approx(1 / 15) and hit_probability(curve, 10 / 108) == 1.0
 
 
+def test_each_fraction_at_least_doubles_the_one_before() -> None:
+    # What keeps a curve's measured shares strictly increasing (held_out_hit_curves; the model file refuses others):
+    # once a group's k = floor(f m) is 1, doubling f adds a run.
+    assert all(b >= 2 * a for a, b in zip(FRACTIONS, FRACTIONS[1:]))
+
+
 def test_hit_probability_reads_the_curve() -> None:
     curve = {"q": [0.01, 0.1, 0.5], "p": [0.2, 0.6, 0.9], "groups": [1.0, 1.0, 1.0]}
     assert np.isnan(hit_probability(curve, 0.005))  # finer than measured

@@ -53,7 +53,7 @@ def test_suggest_with_a_model_skips_measured_rows(model, small_sweep) -> None:
     assert first.stop is None and len(first.table) == 4 and first.table["why"].str.startswith("start").all()
 
 
-def test_suggest_says_when_the_budget_is_spent_and_counts_rows_it_left_out(model, small_sweep) -> None:
+def test_suggest_says_when_the_budget_is_spent_and_counts_rows_it_left_out(model, small_sweep, tmp_path) -> None:
     res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, pareto=False, top=200)
     cands = res.rows()
     measured = small_sweep.merge(cands.iloc[:5], on=list(cands.columns))
@@ -62,6 +62,9 @@ def test_suggest_says_when_the_budget_is_spent_and_counts_rows_it_left_out(model
     assert sug.n_measured == 5 and sug.n_ignored == 5
     assert sug.table.empty and sug.stop is not None and sug.stop.stop
     assert "budget of 5 measurements is spent" in sug.stop.reason
+    write_picks(sug, tmp_path / "picks.json")  # strict JSON: no chance is estimated, so none is written (not NaN)
+    doc = json.loads((tmp_path / "picks.json").read_text(), parse_constant=lambda c: pytest.fail(f"wrote {c}"))
+    assert doc["stop"]["stop"] is True and doc["stop"]["p_better"] is None and doc["configurations"] == []
     more = suggest_next(model, cands, measured, budget=8, seed=0)
     assert more.n_ignored == 0 and 1 <= len(more.table) <= 3  # batches sized by the budget, within what is left
     assert more.stop is None or "budget" not in more.stop.reason

@@ -65,8 +65,8 @@ def test_candidates_of_several_sizes_or_kernels() -> None:
 
 def test_candidates_from_a_recorded_sweep_of_several_kernels() -> None:
     # The shipped H200 recording holds eight kernels, each one's config.* columns empty in the others' rows: the
-    # reduction's candidates are its 210 recorded configurations at one N, 60 of them feasible (a column of another
-    # kernel's parameter is ignored where empty, refused where it holds a value).
+    # reduction's candidates are its 210 recorded configurations at one N (a column of another kernel's parameter is
+    # ignored where empty, refused where it holds a value).
     sweep = load_dataset("h200-cuda-bench")
     n = 2.0**24
     us = user_space("bench-reduction", {"N": n}, candidates=sweep)

@@ -91,26 +91,37 @@ def cmd_predict(args: argparse.Namespace) -> int:
     elif args.csv:
         out.to_csv(sys.stdout, index=False)
     else:
-        show = short_regimes(out).rename(columns=lambda c: param_name(c) + (" (default)" if c in defaults else "")
-                          if c in params else c)
-        measured = [c for c in ("time_ms",) if c in out.columns]
-        # Parameters equal on every row go above the table, so the prediction and its interval keep their columns.
-        fixed = [c for c in ["kernel", "gpu", *params] if out[c].nunique(dropna=False) == 1]
-        if fixed:
-            print_note("for " + ", ".join(f"{param_name(c)}={format_value(out[c].iloc[0])}"
-                                          + (" (default)" if c in defaults else "") for c in fixed))
-        print_table(show, [show.columns[out.columns.get_loc(c)] for c in ["kernel", "gpu", *params] if c not in fixed]
-                    + ["pred_ms", "pred_lo_ms", "pred_hi_ms", *measured, "out_of_domain", "regime", "limiter",
-                       "ood_reason"])
-        print_note(f"pred_lo_ms..pred_hi_ms: {cov * 100:.6g}% conformal interval; out_of_domain: outside the "
-                   "training range or unseen values" + ("; time_ms: measured, from --rows" if measured else ""))
-        if defaults:
-            print_note("(default): the descriptor's value, used because no --set gave one: "
-                       + ", ".join(f"{param_name(k)}={v:g}" for k, v in defaults.items()))
+        _print_predictions(out, params, defaults, cov)
     for path in (args.output, args.plot):
         if path:
             print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def _print_predictions(out: Any, params: list[str], defaults: dict[str, Any], cov: float) -> None:
+    """``predict``'s table for people: the parameters equal on every row above it, then notes."""
+    from hybridperf.sweep import param_name
+
+    show = short_regimes(out).rename(columns=lambda c: param_name(c) + (" (default)" if c in defaults else "")
+                                     if c in params else c)
+    measured = [c for c in ("time_ms",) if c in out.columns]
+    # Parameters equal on every row go above the table, so the prediction and its interval keep their columns.
+    fixed = [c for c in ["kernel", "gpu", *params] if out[c].nunique(dropna=False) == 1]
+    if fixed:
+        print_note("for " + ", ".join(f"{param_name(c)}={format_value(out[c].iloc[0])}"
+                                      + (" (default)" if c in defaults else "") for c in fixed))
+    print_table(show, [show.columns[out.columns.get_loc(c)] for c in ["kernel", "gpu", *params] if c not in fixed]
+                + ["pred_ms", "pred_lo_ms", "pred_hi_ms", *measured, "out_of_domain", "regime", "limiter",
+                   "ood_reason"])
+    print_note(f"pred_lo_ms..pred_hi_ms: {cov * 100:.6g}% conformal interval; out_of_domain: outside the "
+               "training range or unseen values" + ("; time_ms: measured, from --rows" if measured else ""))
+    infeasible = int((~out["feasible"].to_numpy(dtype=bool)).sum())
+    if infeasible:  # a time of "-": a constraint of the descriptor or the occupancy rule; analyze names which
+        print_note(f"{infeasible} row(s) infeasible (no time): a constraint of the kernel or no block fitting on an "
+                   "SM; 'hybridperf analyze' with the same --kernel, --gpu and --set names which")
+    if defaults:
+        print_note("(default): the descriptor's value, used because no --set gave one: "
+                   + ", ".join(f"{param_name(k)}={v:g}" for k, v in defaults.items()))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -32,6 +32,10 @@ def test_predict_table_json_csv(model_path: str, capsys) -> None:
     assert "90% conformal interval" in out
     assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048", "--coverage", "0.995"]) == 0
     assert "99.5% conformal interval" in capsys.readouterr().out  # not rounded to "100%"
+    # An infeasible row (9410 is no multiple of the tile) has no time; the table says so and where to see why.
+    assert main(["predict", "-m", model_path, "--kernel", "tiled-matmul", "--set", "TILE=16", "--set",
+                 "N=8192,9410"]) == 0
+    assert "1 row(s) infeasible (no time)" in capsys.readouterr().out
     assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048", "--set", "BLOCK=128,256"]) == 0
     out = capsys.readouterr().out  # a parameter that varies keeps its column; the fixed ones are listed above
     assert "for kernel=seed004-matvec, gpu=titan-v, N=2048" in out and "BLOCK" in out.split("pred_ms")[0]

@@ -9,8 +9,8 @@ import pandas as pd
 
 from hybridperf.sweep import param_columns, param_name, size_column
 
-__all__ = ["DEFAULTED_COLUMN", "FEW_RUNS_SHARE", "GAP_FLAG", "REASON_COLUMNS", "out_of_domain", "reason_text",
-           "size_columns", "training_domain"]
+__all__ = ["DEFAULTED_COLUMN", "FEW_RUNS_SHARE", "GAP_FLAG", "REASON_COLUMNS", "factor_text", "out_of_domain",
+           "reason_text", "size_columns", "training_domain"]
 
 _CLOSED_SET_MAX = 256  # a config parameter with more distinct training values is stored as a range
 # Importers name the config parameters they could not read from the source (and so left to the
@@ -213,7 +213,7 @@ def _per_value(values: np.ndarray, fmt: Any) -> np.ndarray:
     return np.array([fmt(u) for u in uniq], dtype=object)[inverse]
 
 
-def _factor(x: float) -> str:
+def factor_text(x: float) -> str:
     """A size factor (> 1) with the digits that tell it from 1: '2x', '1.15x', '1.00000006x', '1,024x'."""
     if x >= 1000:
         return f"{x:,.0f}x"
@@ -236,7 +236,7 @@ def reason_text(reasons: pd.DataFrame, kernels: pd.Series, gpus: pd.Series) -> l
          lambda m: _per_value(g[m], lambda x: f"GPU {x} never trained for this kernel")),
         (few > 0, lambda m: np.array([f"GPU {x} trained with only {r} runs of this kernel"
                                       for x, r in zip(g[m], few[m])], dtype=object)),
-        (size > 1 + 1e-9, lambda m: _per_value(size[m], lambda x: f"size {_factor(x)} outside the trained range")),
+        (size > 1 + 1e-9, lambda m: _per_value(size[m], lambda x: f"size {factor_text(x)} outside the trained range")),
         (gap >= GAP_FLAG,
          lambda m: _per_value(gap[m], lambda x: f"size between trained sizes, {x:.3g}x from the nearest")),
         (config != "", lambda m: _per_value(config[m].astype(str), lambda x: f"config {x} never trained")),

@@ -228,12 +228,23 @@ def _held_out_odds(model: Any, space: RankSpace, mode: str, kept_share: float,
         return np.nan, np.nan, (f"no GPU and size of {space.kernel_key} has {MIN_GROUP_RUNS} training runs to "
                                 "measure it on")
     p_kept, p_table = hit_probability(curve, kept_share), hit_probability(curve, table_share)
+    where = _beyond_trained_sizes(model, name, space)
     if not np.isfinite(p_kept):
         return np.nan, np.nan, (f"a shortlist of {kept_share:.2%} of the feasible, unscreened configurations is finer "
                                 f"than the model's held-out runs of {space.kernel_key} resolve ({curve['q'][0]:.2%})")
     groups = int(max(curve["groups"]))
     return p_kept, p_table, (f"held-out runs in {groups} GPU-and-size group{'s' if groups > 1 else ''} of "
-                             f"{space.kernel_key}")
+                             f"{space.kernel_key}{where}")
+
+
+def _beyond_trained_sizes(model: Any, name: str, space: RankSpace) -> str:
+    """'', or a clause saying that the problem's size lies outside the sizes the model's odds were measured at."""
+    from hybridperf.learn.domain import factor_text, out_of_domain
+
+    row = pd.DataFrame({"kernel": [name], "gpu": [space.gpu_key], **{f"size.{k}": [v] for k, v in space.sizes.items()}})
+    factor = float(out_of_domain(row, model.features.domain_)["ood_size_factor"].iloc[0])
+    return "" if factor <= 1 + 1e-9 else (f", all at trained sizes: this problem's size lies {factor_text(factor)} "
+                                          "outside them, where the model's order was never measured")
 
 
 def resolve_top_k(top_k: float, n_configs: int) -> int:

@@ -20,6 +20,17 @@ def _share_odds(model, res):
             hit_probability(curve, len(res.table) / n_sel))
 
 
+def test_rank_odds_say_when_the_problem_lies_outside_the_trained_sizes(model) -> None:
+    # The curve was measured on training runs at N = 4096 only: at 4x that size the chance is still the curve's,
+    # and the note says where it was measured.
+    inside = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, top=60, top_k=200)
+    assert np.isfinite(inside.p_fastest_kept) and "outside" not in inside.odds_note
+    far = rank_configs(model, DESCRIPTOR, GPU, {"N": 4 * SIZES["N"]}, space_overrides=SMALL, top=60, top_k=200)
+    assert np.isfinite(far.p_fastest_kept)
+    assert far.odds_note.endswith("all at trained sizes: this problem's size lies 4x outside them, where the "
+                                  "model's order was never measured")
+
+
 @pytest.mark.parametrize("top", [3, 60])
 def test_rank_odds_are_the_models_held_out_curve_at_the_shortlists_share(model, top: int) -> None:
     res = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, chunk_rows=400, top=top, top_k=200)

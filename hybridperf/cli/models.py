@@ -111,8 +111,9 @@ def _print_predictions(out: Any, params: list[str], defaults: dict[str, Any], co
         print_note("for " + ", ".join(f"{param_name(c)}={format_value(out[c].iloc[0])}"
                                       + (" (default)" if c in defaults else "") for c in fixed))
     print_table(show, [show.columns[out.columns.get_loc(c)] for c in ["kernel", "gpu", *params] if c not in fixed]
-                + ["pred_ms", "pred_lo_ms", "pred_hi_ms", *measured, "out_of_domain", "regime", "limiter",
-                   "ood_reason"])
+                # the reasons before the regime and limiter: a narrow terminal drops the last columns first
+                + ["pred_ms", "pred_lo_ms", "pred_hi_ms", *measured, "out_of_domain", "ood_reason", "regime",
+                   "limiter"])
     print_note(f"pred_lo_ms..pred_hi_ms: {cov * 100:.6g}% conformal interval; out_of_domain: outside the "
                "training range or unseen values" + ("; time_ms: measured, from --rows" if measured else ""))
     infeasible = int((~out["feasible"].to_numpy(dtype=bool)).sum())

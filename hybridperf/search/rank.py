@@ -228,13 +228,12 @@ def _held_out_odds(model: Any, space: RankSpace, mode: str, kept_share: float,
         return np.nan, np.nan, (f"no GPU and size of {space.kernel_key} has {MIN_GROUP_RUNS} training runs to "
                                 "measure it on")
     p_kept, p_table = hit_probability(curve, kept_share), hit_probability(curve, table_share)
-    where = _beyond_trained_sizes(model, name, space)
     if not np.isfinite(p_kept):
         return np.nan, np.nan, (f"a shortlist of {kept_share:.2%} of the feasible, unscreened configurations is finer "
                                 f"than the model's held-out runs of {space.kernel_key} resolve ({curve['q'][0]:.2%})")
     groups = int(max(curve["groups"]))
     return p_kept, p_table, (f"held-out runs in {groups} GPU-and-size group{'s' if groups > 1 else ''} of "
-                             f"{space.kernel_key}{where}")
+                             f"{space.kernel_key}{_beyond_trained_sizes(model, name, space)}")
 
 
 def _beyond_trained_sizes(model: Any, name: str, space: RankSpace) -> str:

@@ -49,6 +49,9 @@ class Param:
     min: float | None = None
     max: float | None = None
     description: str = ""
+    # Whole numbers only (sizes by default: a problem's dimensions and counts; ``integer = false`` in the file
+    # lets a size be fractional, ``integer = true`` makes a config parameter whole).
+    integer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,10 @@ class KernelDescriptor:
                 raise DescriptorError(f"{self.name}: {name} must be >= {p.min:g}, got {np.min(arr):g}")
             if p.max is not None and np.any(arr > p.max):
                 raise DescriptorError(f"{self.name}: {name} must be <= {p.max:g}, got {np.max(arr):g}")
+            if p.integer and np.any(arr != np.round(arr)):
+                bad_value = np.atleast_1d(arr)[np.atleast_1d(arr != np.round(arr))][0]
+                raise DescriptorError(f"{self.name}: {name} must be a whole number, got {bad_value:g}; a descriptor "
+                                      f"whose {name} may be fractional declares it with integer = false")
             if p.values is not None:
                 bad = ~np.isin(arr, p.values)
                 if np.any(bad):
@@ -145,22 +152,30 @@ class KernelDescriptor:
         profile_values = {k: env[k] for k in PROFILE_FIELDS}
         bad = [k for k, v in profile_values.items() if not np.all(np.isfinite(v))]
         if bad:
-            raise DescriptorError(f"{self.path or self.name}: {bad[0]} is not finite for some rows (division by zero?)")
+            key, i, at = self._first_row(bad[0], env, lambda v: ~np.isfinite(v))
+            raise DescriptorError(
+                f"{self.path or self.name}: [{self._section(key)}].{key} is not finite at {at}: a division by zero, "
+                "or values too large for a float (beyond 1.8e308); use smaller parameter values or fix the formula")
         negative = [k for k, v in profile_values.items() if np.any(np.asarray(v) < 0)]
         if negative:
-            raise DescriptorError(self._negative_message(negative[0], env))
+            key, value, at = self._first_row(negative[0], env, lambda v: v < 0)
+            raise DescriptorError(
+                f"{self.path or self.name}: [{self._section(key)}].{key} is negative ({value:g}) at {at}; counts, "
+                "sizes and launch values must be >= 0: fix the formula or the parameter bounds")
         return KernelProfile.from_values(**profile_values)
 
-    def _negative_message(self, key: str, env: Mapping[str, Any]) -> str:
-        """Name the field, its value and the parameters of the first row where a formula gives a negative value."""
-        arrays = np.broadcast_arrays(*(np.atleast_1d(np.asarray(env[k], dtype=np.float64))
-                                       for k in (key, *self.parameters)))
-        i = int(np.flatnonzero(arrays[0] < 0)[0])
+    @staticmethod
+    def _section(key: str) -> str:
+        return "launch" if key in LAUNCH_KEYS else "counts"
+
+    def _first_row(self, key: str, env: Mapping[str, Any], wrong: Any) -> tuple[str, float, str]:
+        """The field, its value and the parameters (``N=4096, BLOCK=256``) of the first row where ``wrong`` holds."""
+        with np.errstate(all="ignore"):
+            arrays = np.broadcast_arrays(*(np.atleast_1d(np.asarray(env[k], dtype=np.float64))
+                                           for k in (key, *self.parameters)))
+            i = int(np.flatnonzero(wrong(arrays[0]))[0])
         at = ", ".join(f"{name}={a[i]:g}" for name, a in zip(self.parameters, arrays[1:]))
-        section = "launch" if key in LAUNCH_KEYS else "counts"
-        return (f"{self.path or self.name}: [{section}].{key} is negative ({arrays[0][i]:g}) at "
-                f"{at or 'the defaults'}; counts, sizes and launch values must be >= 0: fix the formula or the "
-                "parameter bounds")
+        return key, float(arrays[0][i]), at or "the defaults"
 
     def _formula(self, key: str) -> Formula:
         return self.launch[key] if key in self.launch else self.counts[key]

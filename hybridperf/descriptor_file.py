@@ -22,7 +22,7 @@ __all__ = ["parse_kernel_file", "parse_kernel_text", "read_toml_bytes"]
 _TOP_KEYS = {"format_version", "name", "aliases", "matches", "description", "source", "sizes", "config", "space",
              "derived", "launch", "counts", "notes"}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
-_PARAM_KEYS = {"default", "values", "min", "max", "description"}
+_PARAM_KEYS = {"default", "values", "min", "max", "integer", "description"}
 
 
 def _num(path: str | Path, where: str, v: Any) -> float:
@@ -61,8 +61,11 @@ def _params(path: str | Path, doc: dict[str, Any], section: str) -> tuple[Param,
         default = None if default is None else _num(path, f"[{section}].{name}.default", default)
         if values is not None and default is not None and default not in values:
             raise DescriptorError(f"{path}: [{section}].{name}.default {default:g} is not among its values")
+        integer = spec.get("integer", section == "sizes")
+        if not isinstance(integer, bool):
+            raise DescriptorError(f"{path}: [{section}].{name}.integer must be true or false")
         out.append(Param(
-            name=name, default=default, values=values,
+            name=name, default=default, values=values, integer=integer,
             min=None if spec.get("min") is None else _num(path, f"[{section}].{name}.min", spec["min"]),
             max=None if spec.get("max") is None else _num(path, f"[{section}].{name}.max", spec["max"]),
             description=str(spec.get("description", "")),

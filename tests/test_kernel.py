@@ -62,6 +62,26 @@ def test_bad_parameter_values() -> None:
         k.profile({"BLOCK": 300})
     with pytest.raises(DescriptorError, match="N must be >= 1"):
         k.profile({"N": 0})
+    with pytest.raises(DescriptorError, match="N must be a whole number, got 1.5"):
+        k.profile({"N": [1024, 1.5]})
+    # Counts past the float range: the message names the field and the row, not a division by zero alone.
+    with pytest.raises(DescriptorError, match=r"\[counts\]\.dram_bytes is not finite at N=1e\+200, BLOCK=256: "
+                                              "a division by zero, or values too large"):
+        k.profile({"N": [4096, 1e200]})
+
+
+def test_integer_flag_of_parameters(tmp_path: Path) -> None:
+    """Sizes are whole numbers unless the file says ``integer = false``; config parameters only where it says true."""
+    p = tmp_path / "frac.toml"
+    p.write_text(BASE.replace('N = { default = 4096, min = 1,', 'N = { default = 4096, min = 1, integer = false,')
+                 .replace("default = 256,", "default = 256, integer = true,"))
+    k = load_kernel(str(p))
+    assert k.parameters["N"].integer is False and k.parameters["BLOCK"].integer is True
+    assert k.profile({"N": 1.5}).blocks == 1.0
+    assert load_kernel("matvec").parameters["N"].integer and not load_kernel("matvec").parameters["BLOCK"].integer
+    p.write_text(BASE.replace("default = 4096, min = 1,", 'default = 4096, min = 1, integer = "yes",'))
+    with pytest.raises(DescriptorError, match=r"\[sizes\]\.N\.integer must be true or false"):
+        load_kernel(str(p))
 
 
 def test_unknown_kernel() -> None:

@@ -102,25 +102,30 @@ class KernelDescriptor:
                 arr = np.asarray(p.default, dtype=np.float64)
             else:
                 raise DescriptorError(f"{self.name}: parameter {name} has no default; set it (e.g. --set {name}=...)")
-            if not np.all(np.isfinite(arr)):
-                raise DescriptorError(f"{self.name}: parameter {name} must be a finite number")
-            if p.min is not None and np.any(arr < p.min):
-                raise DescriptorError(f"{self.name}: {name} must be >= {p.min:g}, got {np.min(arr):g}")
-            if p.max is not None and np.any(arr > p.max):
-                raise DescriptorError(f"{self.name}: {name} must be <= {p.max:g}, got {np.max(arr):g}")
-            if p.integer and np.any(arr != np.round(arr)):
-                bad_value = np.atleast_1d(arr)[np.atleast_1d(arr != np.round(arr))][0]
-                raise DescriptorError(f"{self.name}: {name} must be a whole number, got {bad_value:g}; a descriptor "
-                                      f"whose {name} may be fractional declares it with integer = false")
-            if p.values is not None:
-                bad = ~np.isin(arr, p.values)
-                if np.any(bad):
-                    raise DescriptorError(
-                        f"{self.name}: {name}={np.atleast_1d(arr)[np.atleast_1d(bad)][0]:g} is not an "
-                        f"allowed value; allowed: {allowed_text(p.values)}"
-                    )
+            self._check(p, arr)
             out[name] = arr
         return out
+
+    def _check(self, p: Param, arr: FloatArray) -> None:
+        """A DescriptorError naming the first value of ``arr`` that parameter ``p`` does not allow."""
+        name = p.name
+        if not np.all(np.isfinite(arr)):
+            raise DescriptorError(f"{self.name}: parameter {name} must be a finite number")
+        if p.min is not None and np.any(arr < p.min):
+            raise DescriptorError(f"{self.name}: {name} must be >= {p.min:g}, got {np.min(arr):g}")
+        if p.max is not None and np.any(arr > p.max):
+            raise DescriptorError(f"{self.name}: {name} must be <= {p.max:g}, got {np.max(arr):g}")
+        if p.integer and np.any(arr != np.round(arr)):
+            bad_value = np.atleast_1d(arr)[np.atleast_1d(arr != np.round(arr))][0]
+            raise DescriptorError(f"{self.name}: {name} must be a whole number, got {bad_value:g}; a descriptor "
+                                  f"whose {name} may be fractional declares it with integer = false")
+        if p.values is not None:
+            bad = ~np.isin(arr, p.values)
+            if np.any(bad):
+                raise DescriptorError(
+                    f"{self.name}: {name}={np.atleast_1d(arr)[np.atleast_1d(bad)][0]:g} is not an "
+                    f"allowed value; allowed: {allowed_text(p.values)}"
+                )
 
     def constraint_mask(self, values: Mapping[str, Any]) -> tuple[npt.NDArray[np.bool_], list[str]]:
         """Which rows satisfy every ``[space] constraints`` formula, and, per row, the first one broken."""

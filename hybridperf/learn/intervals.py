@@ -148,7 +148,14 @@ class ConformalIntervals:
     the model never trained on (primary ``gpu``) takes ``sigma_unseen_gpu`` instead, in calibration and
     in prediction, where it is set: the training rows' median difficulty. The difficulty model has never
     seen that GPU's fields, so its estimate there is an extrapolation (on NeuSight S6 it made the
-    held-out GPU's intervals 4-131x wide where its errors were like the training GPUs'). A row of a kernel never
+    held-out GPU's intervals 4-131x wide where its errors were like the training GPUs'). Nor does the row's difficulty
+    on the GPUs its kernel was trained on serve (their fields swapped in for the new GPU's, in calibration and in
+    prediction alike), though it would keep a hard configuration's row on a new GPU from being narrower than on a
+    trained one: how hard a configuration is inside the domain does not say how far a new GPU departs from it. The
+    largest over the trained GPUs left 1 of NeuSight S6's 5 GPUs in the 85-95 % band at 90 % (5 of 5 with the
+    median) and widened every interval score (Winkler 0.99-1.24 -> 1.12-1.51); their mean, 3 of 5 (the P100 95.1 %,
+    the T4 84.7 %), Winkler better on two GPUs and worse on three; the Kernel Tuner convolution's S6 1 and 2 of 5
+    in band against 2. A row of a kernel never
     trained (primary ``kernel``) takes ``sigma_unseen_kernel`` (the same median) for the same reason: the
     difficulty model has never seen its id or its parameters (the shipped default model gave the docs/own-kernel.md
     convolution on the A100 and the RTX A4000, 90th-percentile APE 183-329 %, intervals of hi/lo 40-166: the

@@ -100,6 +100,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def _print_predictions(out: Any, params: list[str], defaults: dict[str, Any], cov: float) -> None:
     """``predict``'s table for people: the parameters equal on every row above it, then notes."""
+    from hybridperf.learn.domain import percent_text
     from hybridperf.sweep import param_name
 
     show = short_regimes(out).rename(columns=lambda c: param_name(c) + (" (default)" if c in defaults else "")
@@ -114,7 +115,7 @@ def _print_predictions(out: Any, params: list[str], defaults: dict[str, Any], co
                 # the reasons before the regime and limiter: a narrow terminal drops the last columns first
                 + ["pred_ms", "pred_lo_ms", "pred_hi_ms", *measured, "out_of_domain", "ood_reason", "regime",
                    "limiter"])
-    print_note(f"pred_lo_ms..pred_hi_ms: {cov * 100:.6g}% conformal interval; out_of_domain: outside the "
+    print_note(f"pred_lo_ms..pred_hi_ms: {percent_text(cov)} conformal interval; out_of_domain: outside the "
                "training range or unseen values" + ("; time_ms: measured, from --rows" if measured else ""))
     infeasible = int((~out["feasible"].to_numpy(dtype=bool)).sum())
     if infeasible:  # a time of "-": a constraint of the descriptor or the occupancy rule; analyze names which

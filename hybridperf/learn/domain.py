@@ -10,6 +10,7 @@ import pandas as pd
 from hybridperf.sweep import param_columns, param_name, size_column
 
 __all__ = ["DEFAULTED_COLUMN", "FEW_RUNS_SHARE", "GAP_FLAG", "REASON_COLUMNS", "factor_text", "out_of_domain",
+           "percent_text",
            "reason_text", "size_columns", "training_domain"]
 
 _CLOSED_SET_MAX = 256  # a config parameter with more distinct training values is stored as a range
@@ -219,6 +220,14 @@ def factor_text(x: float) -> str:
         return f"{x:,.0f}x"
     text = next((t for t in (f"{x:.{d}g}" for d in (3, 6, 9, 12)) if t != "1"), repr(x))
     return text + "x"
+
+
+def percent_text(share: float) -> str:
+    """A share as a percentage with the digits that tell it from 0 %, 100 % and its neighbours at 3 digits
+    (0.05: '5%', 0.0496: '4.96%', 0.999999: '99.9999%', 0.9999999: '99.99999%')."""
+    texts = [f"{share * 100:.{d}g}" for d in (3, 6, 9, 12)]
+    text = next((t for t in texts if not (t == "100" and share < 1) and not (t == "0" and share > 0)), texts[-1])
+    return text + "%"
 
 
 def reason_text(reasons: pd.DataFrame, kernels: pd.Series, gpus: pd.Series) -> list[str]:

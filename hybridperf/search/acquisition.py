@@ -84,19 +84,13 @@ def stop_rule(surfaces: npt.ArrayLike, noise: float, best_ms: float, *, gain: fl
     p = float(np.mean(mins < best_ms / (1.0 + gain)))
     eg = float(np.mean(np.maximum(best_ms - mins, 0.0)) / best_ms)
     # The chance is compared with ``probability``; the expected gain is said after the verdict (it decides nothing).
-    what = f"P(a configuration > {_percent(gain)} faster remains) = {p:.1%}"
+    from hybridperf.learn.domain import percent_text
+
+    what = f"P(a configuration > {percent_text(gain)} faster remains) = {percent_text(p)}"
     gained = f"expected gain {eg:.2%}"
     if p < probability:
-        return StopDecision(True, p, eg, f"{what} < {_percent(probability)}: stop ({gained})")
-    return StopDecision(False, p, eg, f"{what} >= {_percent(probability)}: measure on ({gained})")
-
-
-def _percent(share: float) -> str:
-    """A share as a percentage with the digits that tell it from 0 % and 100 % (0.05: '5%', 0.015: '1.5%',
-    0.999999: '99.9999%', 0.9999999: '99.99999%')."""
-    texts = [f"{share * 100:.{d}g}" for d in (6, 9, 12)]
-    text = next((t for t in texts if not (t == "100" and share < 1) and not (t == "0" and share > 0)), texts[-1])
-    return text + "%"
+        return StopDecision(True, p, eg, f"{what} < {percent_text(probability)}: stop ({gained})")
+    return StopDecision(False, p, eg, f"{what} >= {percent_text(probability)}: measure on ({gained})")
 
 
 def _thompson(S: FloatArray, member: int, noise: float, allowed: npt.NDArray[np.bool_],

@@ -31,7 +31,7 @@ def test_stop_probability_matches_the_independent_normal_formula() -> None:
     assert not d.stop and "measure on" in d.reason
     # The verdict compares the chance with the stop probability, and says both as they are (not rounded to 0 %
     # or 100 %); the expected gain follows it.
-    assert f"= {d.p_better:.1%} >= 5%: measure on (expected gain" in d.reason and "> 1% faster" in d.reason
+    assert f"= {100 * d.p_better:.3g}% >= 5%: measure on (expected gain" in d.reason and "> 1% faster" in d.reason
     tight = stop_rule(mu[None, :], s, best, gain=0.015, probability=0.999999, draws=2_000, seed=0)
     assert tight.stop and "> 1.5% faster" in tight.reason and "< 99.9999%: stop" in tight.reason
 
@@ -73,3 +73,13 @@ def test_ties_are_broken_by_seed_not_by_index() -> None:
     S = np.zeros((3, 100))
     picks = {tuple(select_batch(S, 1e-9, 2.0, batch=4, explore=0, seed=s)[0]) for s in range(5)}
     assert len(picks) > 1
+
+
+@pytest.mark.parametrize("share, text", [(0.05, "5%"), (0.0496, "4.96%"), (0.015, "1.5%"), (0.9996, "99.96%"),
+                                         (0.999999, "99.9999%"), (0.9999999, "99.99999%"), (1e-9, "1e-07%"),
+                                         (1.0, "100%"), (0.0, "0%"), (0.123456, "12.3%")])
+def test_percent_text_tells_a_share_from_its_neighbours(share: float, text: str) -> None:
+    """A chance just under the stop probability must not print as equal to it (0.0496 read '5.0% < 5%: stop')."""
+    from hybridperf.learn.domain import percent_text
+
+    assert percent_text(share) == text

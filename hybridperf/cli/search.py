@@ -72,15 +72,24 @@ def _print_rank(res: Any) -> None:
     # Rank, then the time the rows are ordered by (predicted, with its interval; without a model the hierarchical
     # roofline's), then the searched parameters: a narrow terminal drops the last columns, and the fixed
     # parameters are in the note above.
-    cols = [c for c in show.columns if c not in ("index", "efficiency", "utilization", "ood_reason", *res.fixed)]
     timed = show["pred_ms"].notna().any()
+    # Without a model there is no interval to overlap and no model's top-k: those columns would say "no" of all.
+    untimed = () if timed else ("tie_with_best", "in_top_k", "out_of_domain",
+                                *(c for c in ("regime", "limiter") if c in show and not show[c].astype(bool).any()))
+    cols = [c for c in show.columns
+            if c not in ("index", "efficiency", "utilization", "ood_reason", *untimed, *res.fixed)]
     times = [c for c in (("pred_ms", "pred_lo_ms", "pred_hi_ms") if timed else ("hierarchical_ms",)) if c in cols]
     rest = [c for c in cols if c != "rank" and c not in times and (timed or not c.startswith("pred_"))]
     cols = ["rank", *times, *rest]
     print()
     print_table(show, cols)
-    print_note("tie_with_best: the interval overlaps the best candidate's; measure these rather than trust their "
-               "order. on_front / in_top_k: kept by the Pareto front / among the model's top-k fastest predicted")
+    if timed:
+        print_note("tie_with_best: the interval overlaps the best candidate's; measure these rather than trust their "
+                   "order. on_front / in_top_k: kept by the Pareto front / among the model's top-k fastest predicted")
+    else:
+        print_note("no model: ordered by the hierarchical roofline's time, which has no interval (equal times are "
+                   "not told apart); pass a model (-m) for predicted times, intervals and ties. on_front: kept by the "
+                   "Pareto front")
     if res.table["out_of_domain"].any():
         print_note("out_of_domain: outside the model's training data (see the notes); its time is an extrapolation")
 

@@ -111,6 +111,10 @@ def test_rank_and_suggest(model_path: str, tmp_path: Path, capsys) -> None:
     assert main(["rank", "--kernel", "tiled-matmul", "--gpu", "gtx280", "--set", "N=2048"]) == 0
     out = capsys.readouterr().out
     assert "Pareto survivors" in out and "infeasible" in out  # TILE=32 exceeds 512 threads per block on cc 1.3
+    # Without a model nothing has an interval or a model's top-k: no column says "no" of every row, the note says why.
+    header = next(line for line in out.splitlines() if line.startswith("rank "))
+    assert "hierarchical_ms" in header and not {"tie_with_best", "in_top_k", "out_of_domain"} & set(header.split())
+    assert "no model: ordered by the hierarchical roofline's time" in out and "tie_with_best:" not in out
     assert main(["rank", "-m", model_path, "--kernel", "matvec", "--gpu", "titan-v", "--set", "N=4096",
                  "--no-pareto", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

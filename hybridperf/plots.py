@@ -15,7 +15,7 @@ import pandas as pd
 from hybridperf.errors import HybridperfError
 from hybridperf.files import atomic_write
 
-__all__ = ["evaluation_plot", "pareto_plot", "prediction_plot", "save_figure"]
+__all__ = ["check_one_pair", "evaluation_plot", "pareto_plot", "prediction_plot", "save_figure"]
 
 _FORMATS = ("png", "svg", "pdf")
 _MAX_CURVES = 8
@@ -57,10 +57,20 @@ def _x_column(table: pd.DataFrame) -> str:
     return varying[0]
 
 
+def check_one_pair(table: pd.DataFrame) -> None:
+    """A HybridperfError unless every row is of one kernel on one GPU (what :func:`prediction_plot` draws)."""
+    pairs = table[["kernel", "gpu"]].drop_duplicates()
+    if len(pairs) > 1:
+        raise HybridperfError(f"--plot draws one kernel on one GPU; the rows hold {len(pairs)} (kernel, GPU) pairs "
+                              f"(e.g. {pairs.iloc[0, 0]} on {pairs.iloc[0, 1]}, {pairs.iloc[1, 0]} on "
+                              f"{pairs.iloc[1, 1]}): plot a file of one pair, or drop --plot")
+
+
 def prediction_plot(table: pd.DataFrame, path: str | Path, *, coverage: float | None = None) -> Path:
     """The predicted time (``pred_ms``) over the most varied parameter, with the ``pred_lo_ms``..``pred_hi_ms``
     band and the measured ``time_ms`` where the table has it; one curve per value of the other varying
     parameters (at most eight)."""
+    check_one_pair(table)
     plt = _pyplot()
     x = _x_column(table)
     others = [c for c in _params(table) if c != x and table[c].nunique() > 1]

@@ -56,6 +56,9 @@ def _param_problems(name: str, p: Param, v: np.ndarray, present: bool) -> list[t
         out.append((given & (v > p.max), f"{name} is above its maximum {p.max:g}", v))
     if p.values is not None:
         out.append((given & np.isfinite(v) & ~np.isin(v, p.values), f"{name} is not an allowed value", v))
+    if p.integer:
+        with np.errstate(invalid="ignore"):
+            out.append((given & np.isfinite(v) & (v != np.round(v)), f"{name} is not a whole number", v))
     return out
 
 

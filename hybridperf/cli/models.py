@@ -8,6 +8,7 @@ from typing import Any
 
 from hybridperf.cli.output import dump_json, predicted_names, records, short_regimes, write_table
 from hybridperf.cli.render import format_value, print_note, print_table
+from hybridperf.errors import UsageError
 from hybridperf.evaluation.splits import SPLIT_DESCRIPTIONS
 
 __all__ = ["add_commands"]
@@ -66,6 +67,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from hybridperf.sweep import param_columns, param_name
     from hybridperf.sweepfile import read_rows
 
+    if args.rows and (args.kernel or args.gpu or args.set):
+        given = ", ".join(f for f, v in (("--kernel", args.kernel), ("--gpu", args.gpu), ("--set", args.set)) if v)
+        raise UsageError(f"--rows gives every row's kernel, GPU and parameters: drop {given}, or drop --rows")
     values = parse_assignments(args.set)  # the inputs are checked before the model is loaded
     table = read_rows(args.rows).reset_index(drop=True) if args.rows else None
     model = load_model(args.model)
@@ -79,6 +83,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     for col, value in defaults.items():  # the values the prediction used, though nobody set them
         out.insert(2 + len(params), col, value)
         params.append(col)
+    if args.plot:  # refused before any output is written
+        from hybridperf.plots import check_one_pair
+
+        check_one_pair(out)
     if args.output:
         write_table(out, args.output, attrs={"coverage": cov, "defaults": defaults})
     if args.plot:
@@ -111,10 +119,12 @@ def _print_predictions(out: Any, params: list[str], defaults: dict[str, Any], co
     if fixed:
         print_note("for " + ", ".join(f"{param_name(c)}={format_value(out[c].iloc[0])}"
                                       + (" (default)" if c in defaults else "") for c in fixed))
-    print_table(show, [show.columns[out.columns.get_loc(c)] for c in ["kernel", "gpu", *params] if c not in fixed]
-                # the reasons before the regime and limiter: a narrow terminal drops the last columns first
-                + ["pred_ms", "pred_lo_ms", "pred_hi_ms", *measured, "out_of_domain", "ood_reason", "regime",
-                   "limiter"])
+    ids = [show.columns[out.columns.get_loc(c)] for c in ["kernel", "gpu", *params] if c not in fixed]
+    times = ["pred_ms", "pred_lo_ms", "pred_hi_ms", *measured]
+    # A narrow terminal drops the last columns first: the reasons go before the regime and limiter, and the times
+    # before the parameters where more than three of these would push them off (a file of rows, --rows).
+    order = ids + times if len(ids) <= 3 else ids[:1] + times + ids[1:]
+    print_table(show, order + ["out_of_domain", "ood_reason", "regime", "limiter"])
     print_note(f"pred_lo_ms..pred_hi_ms: {percent_text(cov)} conformal interval; out_of_domain: outside the "
                "training range or unseen values" + ("; time_ms: measured, from --rows" if measured else ""))
     infeasible = int((~out["feasible"].to_numpy(dtype=bool)).sum())

@@ -73,9 +73,11 @@ def model_kernels(model: TrainedModel, rows: pd.DataFrame, kernels: Mapping[str,
         other = (kernels or {}).get(name) or registered_kernel(name)
         if other is None and name not in own and name.endswith(".toml") and Path(name).is_file():
             other = load_kernel(name)
-            if other.name in own and other.sha256 == own[other.name].sha256:
-                rename[name] = other.name
-                continue
+        elif other is None and name not in own and not name.endswith(".toml") and _reachable(name):
+            other = load_kernel(name)  # an alias (matvec) or a descriptor on the kernel path
+        if other is not None and name not in own and other.name in own and other.sha256 == own[other.name].sha256:
+            rename[name] = other.name  # a path or an alias (matvec) of a descriptor the model holds
+            continue
         if name not in own:
             # The model holds this descriptor under its file's path (its training rows named it so): rename.
             same = [k for k, d in own.items() if d.name == name and (other is None or d.sha256 == other.sha256)]
@@ -98,9 +100,93 @@ def model_kernels(model: TrainedModel, rows: pd.DataFrame, kernels: Mapping[str,
 def check_prediction_rows(model: TrainedModel, rows: pd.DataFrame, *, strict: bool = False) -> pd.DataFrame:
     """Rows to predict without those the model cannot (unknown kernel or GPU, parameters outside their
     descriptor): counted by reason in a warning, or a HybridperfError with ``strict``
-    (:func:`hybridperf.rowcheck.drop_bad_rows`)."""
-    rows, descs = model_kernels(model, rows)
+    (:func:`hybridperf.rowcheck.drop_bad_rows`). Kernel and GPU aliases (``matvec``, ``h100``) become the names the
+    model knows, as ``--kernel`` and ``--gpu`` do; a HybridperfError names a column that is no parameter of the
+    rows' kernels (``config.BLOK``), a parameter's column without its ``size.`` / ``config.`` prefix, and a size
+    the rows do not give (a problem size is never taken from the descriptor's default)."""
+    rows, descs = model_kernels(model, _canonical_gpus(rows))
+    _check_columns(rows, descs, getattr(model.features, "domain_", {}))
     return drop_bad_rows(rows, descs, strict=strict, what="rows to predict")
+
+
+def _canonical_gpus(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with each GPU name that finds a spec replaced by the spec's key (``h100`` -> ``h100-sxm``); names
+    without a spec stay, for the row checks to report."""
+    from hybridperf.hardware import load_gpu
+
+    names = rows["gpu"].astype(str)
+    rename = {}
+    for name in names.unique():
+        try:
+            key = load_gpu(name).key
+        except HybridperfError:
+            continue
+        if key != name:
+            rename[name] = key
+    return rows.assign(gpu=names.replace(rename)) if rename else rows
+
+
+def _check_columns(rows: pd.DataFrame, descs: Mapping[str, KernelDescriptor],
+                   domain: Mapping[str, Mapping[str, Any]]) -> None:
+    """A HybridperfError for a column the rows' kernels cannot take or a size they leave out (see
+    :func:`check_prediction_rows`; ``domain``: the model's training domain, whose sizes say which the training
+    rows gave)."""
+    from hybridperf.kernel import resolve_kernels
+
+    kernels = rows["kernel"].astype(str)
+    found = {}
+    for name in kernels.unique():
+        try:
+            found[name] = resolve_kernels([name], descs)[name]
+        except HybridperfError:
+            continue  # an unknown kernel: the row checks report it
+    _check_names(rows, found)
+    _check_sizes(kernels, rows, found, domain)
+
+
+def _check_names(rows: pd.DataFrame, found: Mapping[str, KernelDescriptor]) -> None:
+    """A HybridperfError for a parameter column no kernel of ``found`` has, or one without its prefix."""
+    import difflib
+
+    from hybridperf.sweep import param_columns, param_name
+
+    known = {n for d in found.values() for n in d.parameters}
+    for col in param_columns(rows):
+        # Columns no descriptor reads may be data (NeuSight's config.op); one named like a parameter is a typo.
+        near = [] if param_name(col) in known else difflib.get_close_matches(param_name(col), known, n=1, cutoff=0.75)
+        if near:
+            raise HybridperfError(f"rows to predict: column {col!r} is no parameter of "
+                                  f"{', '.join(sorted(found))} (did you mean {col.split('.')[0]}.{near[0]}?); "
+                                  "rename it")
+    for col in rows.columns:
+        for d in found.values():
+            if col in d.parameters:
+                prefix = "size." if col in d.size_names else "config."
+                raise HybridperfError(f"rows to predict: column {col!r} needs its prefix: {prefix}{col} "
+                                      f"({d.name}'s {'size' if prefix == 'size.' else 'configuration'} parameter)")
+
+
+def _check_sizes(kernels: pd.Series, rows: pd.DataFrame, found: Mapping[str, KernelDescriptor],
+                 domain: Mapping[str, Mapping[str, Any]]) -> None:
+    """A HybridperfError where the rows of a kernel of ``found`` do not give one of its sizes that the model's
+    training rows gave (or any size, for a kernel never trained). A size the training rows did not give either (an
+    importer's default: a Kernel Tuner cache records no problem size) is the one training used."""
+    from hybridperf.sweep import param_name, size_column
+
+    for name, d in found.items():
+        mine = (kernels == name).to_numpy()
+        trained = domain.get(name)
+        given = None if trained is None else {param_name(c) for c in trained.get("sizes", {})}
+        for size in d.size_names if given is None else [n for n in d.size_names if n in given]:
+            col = size_column(rows.columns, size)  # size.<name>, or counter.<name> for a counter-described kernel
+            if col is None:
+                raise HybridperfError(f"rows to predict: no column size.{size} (a size of {name}); give every row "
+                                      "its problem size (a size is never taken from the descriptor's default)")
+            empty = mine & rows[col].isna().to_numpy()
+            if empty.any():
+                raise HybridperfError(f"rows to predict: {col} (a size of {name}) is empty in data row "
+                                      f"{int(np.flatnonzero(empty)[0]) + 1}; give every row its problem size (a size "
+                                      "is never taken from the descriptor's default)")
 
 
 def half_width_column(level: float) -> str:

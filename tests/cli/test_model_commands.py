@@ -58,6 +58,46 @@ def test_predict_rows_file(model_path: str, tmp_path: Path, capsys) -> None:
     assert out[0]["time_ms"] == 3.25 and out[1]["time_ms"] is None and all(r["pred_ms"] > 0 for r in out)
 
 
+@pytest.mark.parametrize("text, message", [
+    ("kernel,gpu,config.BLOCK\nseed004-matvec,titan-v,64\n", "no column size.N (a size of seed004-matvec)"),
+    ("kernel,gpu,N,BLOCK\nseed004-matvec,titan-v,16384,64\nseed004-matvec,titan-v,32768,64\n",
+     "column 'N' needs its prefix: size.N"),
+    ("kernel,gpu,size.N,config.BLOK\nseed004-matvec,titan-v,16384,64\n", "column 'config.BLOK' is no parameter of "
+     "seed004-matvec (did you mean config.BLOCK?)"),
+    ("kernel,gpu,size.N,config.BLOCK\nseed004-matvec,titan-v,4096.5,256\n", "N is not a whole number"),
+])
+def test_predict_rows_refuses_what_it_would_guess(model_path: str, tmp_path: Path, capsys, text: str,
+                                                  message: str) -> None:
+    """A size left out, a parameter without its prefix or misspelt, a fractional size: one line, exit 2 (each was
+    predicted before, with the descriptor's default in place of what the user meant, or ended in a traceback)."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text(text)
+    assert main(["predict", "-m", model_path, "--rows", str(rows)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_predict_rows_resolve_aliases_and_refuse_other_inputs(model_path: str, tmp_path: Path, capsys) -> None:
+    """Aliases in a file of rows name what --kernel and --gpu would (a 'matvec' row was a kernel never trained);
+    --rows with --kernel or --set is refused, as is --plot over several kernels, before any output is written."""
+    alias, canonical = tmp_path / "alias.csv", tmp_path / "canonical.csv"
+    alias.write_text("kernel,gpu,size.N,config.BLOCK\nmatvec,titanv,4096,256\n")
+    canonical.write_text("kernel,gpu,size.N,config.BLOCK\nseed004-matvec,titan-v,4096,256\n")
+    docs = []
+    for path in (alias, canonical):
+        assert main(["predict", "-m", model_path, "--rows", str(path), "--json"]) == 0
+        docs.append(json.loads(capsys.readouterr().out)["rows"][0])
+    assert docs[0] == docs[1] and "never trained" not in docs[0]["ood_reason"]
+    assert main(["predict", "-m", model_path, "--rows", str(canonical), "--kernel", "matvec", "--set", "N=2"]) == 2
+    assert "drop --kernel, --set, or drop --rows" in capsys.readouterr().err
+    two = tmp_path / "two.csv"
+    two.write_text("kernel,gpu,size.N\nseed004-vecadd,titan-v,5e7\nseed004-matadd,titan-v,30000\n")
+    out = tmp_path / "out.csv"
+    assert main(["predict", "-m", model_path, "--rows", str(two), "--plot", str(tmp_path / "p.png"), "-o", str(out)]) == 2
+    assert "--plot draws one kernel on one GPU; the rows hold 2 (kernel, GPU) pairs" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_evaluate_side_by_side(capsys) -> None:
     assert main(["evaluate", SWEEP, "--split", "S2", "--kernel", "seed004-matadd", "--json"]) == 0
     table = json.loads(capsys.readouterr().out)["table"]

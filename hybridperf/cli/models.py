@@ -179,13 +179,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from hybridperf.datasets import load_sources
-    from hybridperf.learn.calibrate import calibrate_gpu, write_gpu_spec
+    from hybridperf.learn.calibrate import DEFAULT_BOUNDS, calibrate_gpu, write_gpu_spec
 
     data, _ = load_sources(args.data)
     cal = calibrate_gpu(data, args.gpu, model=args.model, parameters=args.param or None)
     print_table([{"parameter": name, "initial": cal.initial[name], "fitted": value}
                  for name, value in cal.fitted.items()])
     print(f"log RMSE of {args.model} over {cal.n_runs} runs: {cal.log_rmse_before:.3f} -> {cal.log_rmse_after:.3f}")
+    if cal.at_bounds:
+        bounds = DEFAULT_BOUNDS[args.model]
+        print("warning: " + ", ".join(f"{n} ended at its bound ({bounds[n][0]:g}..{bounds[n][1]:g})"
+                                      for n in cal.at_bounds)
+              + ": these runs do not pin it down, or the model misses what it stands in for; check the spec's "
+              "predictions before using it (--param fits only the parameters named)", file=sys.stderr)
     if args.output:
         write_gpu_spec(cal.gpu, args.output, name=f"{cal.gpu.name} (calibrated)")
         print(f"wrote {args.output} (use it with --gpu {args.output})")

@@ -48,12 +48,16 @@ class Calibration:
     log_rmse_before: float
     log_rmse_after: float
     n_runs: int
+    # Fitted parameters that ended within 1 % of a bound of DEFAULT_BOUNDS: the runs did not pin them down inside
+    # the plausible range (or the model misses something the parameter stands in for).
+    at_bounds: tuple[str, ...] = ()
 
 
 def _log_errors(rows: pd.DataFrame, gpu: GPUSpec, model: str) -> np.ndarray:
     out = []
     for kernel, g in rows.groupby("kernel", sort=False):
-        params = pd.DataFrame({c.split(".", 1)[1]: pd.to_numeric(g[c]) for c in param_columns(g)})
+        # Another kernel's parameter (bench-mb's ITERS beside vecadd's rows) is an empty column on these rows.
+        params = pd.DataFrame({c.split(".", 1)[1]: pd.to_numeric(g[c]) for c in param_columns(g) if g[c].notna().any()})
         res = analyze(str(kernel), gpu, params.reset_index(drop=True), models=[model])
         pred = res.terms[model][_TIME_COLUMN[model]].to_numpy()
         out.append(np.log(pred) - np.log(g["time_ms"].to_numpy(dtype=float)))
@@ -116,8 +120,10 @@ def calibrate_gpu(sweep: pd.DataFrame, gpu: GPUSpec | str, *, model: str = "mwp-
     sources = dict(gpu.sources)
     sources.update({f"model.{n}": note for n in names})
     cal = dataclasses.replace(spec(best), sources=sources)
+    at = tuple(n for n, v, lo, hi in zip(names, best, lb, ub) if min(v - lo, hi - v) < np.log(1.01))
     return Calibration(gpu=cal, model=model, fitted=fitted, initial={n: float(v) for n, v in start.items()},
-                       log_rmse_before=before, log_rmse_after=min(before, float(res.fun)), n_runs=len(rows))
+                       log_rmse_before=before, log_rmse_after=min(before, float(res.fun)), n_runs=len(rows),
+                       at_bounds=at)
 
 
 def _toml_str(s: str) -> str:

@@ -89,3 +89,18 @@ def test_fits_the_block_launch_rate_of_recorded_small_block_runs() -> None:
     assert cal.log_rmse_after < 0.2 * cal.log_rmse_before
     assert calibrate_gpu(runs, gpu, model="hierarchical", parameters=["block_launch_cycles"]).initial[
         "block_launch_cycles"] == 157.0
+
+
+def test_another_kernels_empty_parameter_and_a_parameter_at_its_bound() -> None:
+    """Runs of several kernels whose parameters differ (bench-mb's ITERS is an empty column on the vecadd rows, as
+    the sweep format allows) calibrate; a parameter the runs push to its bound is named in ``at_bounds``."""
+    gpu = load_gpu("titan-v")
+    runs = _runs(gpu, gpu.dram_latency_cycles).assign(**{"size.ITERS": np.nan})
+    runs = pd.concat([runs, pd.DataFrame({"kernel": "bench-mb", "gpu": gpu.key, "size.N": [2**20, 2**21],
+                                          "size.ITERS": [100.0, 100.0], "time_ms": [1.0, 2.0], "status": "ok"})],
+                     ignore_index=True)
+    cal = calibrate_gpu(runs, gpu, model="mwp-cwp", parameters=["dram_latency_cycles"])
+    assert cal.log_rmse_after <= cal.log_rmse_before and cal.at_bounds == ()
+    slow = _runs(gpu, gpu.dram_latency_cycles).assign(time_ms=lambda d: d["time_ms"] * 1e3)  # 1000x the model's
+    cal = calibrate_gpu(slow, gpu, model="mwp-cwp", parameters=["dram_latency_cycles"])
+    assert cal.at_bounds == ("dram_latency_cycles",) and cal.fitted["dram_latency_cycles"] == pytest.approx(2000, rel=0.01)

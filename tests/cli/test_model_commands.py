@@ -93,7 +93,8 @@ def test_predict_rows_resolve_aliases_and_refuse_other_inputs(model_path: str, t
     two = tmp_path / "two.csv"
     two.write_text("kernel,gpu,size.N\nseed004-vecadd,titan-v,5e7\nseed004-matadd,titan-v,30000\n")
     out = tmp_path / "out.csv"
-    assert main(["predict", "-m", model_path, "--rows", str(two), "--plot", str(tmp_path / "p.png"), "-o", str(out)]) == 2
+    plot = str(tmp_path / "p.png")
+    assert main(["predict", "-m", model_path, "--rows", str(two), "--plot", plot, "-o", str(out)]) == 2
     assert "--plot draws one kernel on one GPU; the rows hold 2 (kernel, GPU) pairs" in capsys.readouterr().err
     assert not out.exists()
 

@@ -103,4 +103,5 @@ def test_another_kernels_empty_parameter_and_a_parameter_at_its_bound() -> None:
     assert cal.log_rmse_after <= cal.log_rmse_before and cal.at_bounds == ()
     slow = _runs(gpu, gpu.dram_latency_cycles).assign(time_ms=lambda d: d["time_ms"] * 1e3)  # 1000x the model's
     cal = calibrate_gpu(slow, gpu, model="mwp-cwp", parameters=["dram_latency_cycles"])
-    assert cal.at_bounds == ("dram_latency_cycles",) and cal.fitted["dram_latency_cycles"] == pytest.approx(2000, rel=0.01)
+    assert cal.at_bounds == ("dram_latency_cycles",)
+    assert cal.fitted["dram_latency_cycles"] == pytest.approx(2000, rel=0.01)

@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from hybridperf.cli.output import clean, dump_json, predicted_names, records, short_regimes
-from hybridperf.cli.render import print_note, print_table
+from hybridperf.cli.render import format_value, print_note, print_table
 
 __all__ = ["add_commands"]
 
@@ -59,7 +59,15 @@ def _model(args: argparse.Namespace) -> Any:
     return load_model(args.model) if args.model else None
 
 
-def _print_rank(res: Any) -> None:
+def _problem_line(sizes: Any, given: Any) -> str:
+    """'problem: N=4096 (default)': the sizes ranked for, those no --set gave marked (the descriptor's default)."""
+    return "problem: " + ", ".join(f"{k}={format_value(v)}" + ("" if k in given else " (default)")
+                                   for k, v in sizes.items())
+
+
+def _print_rank(res: Any, given: Any = ()) -> None:
+    if res.sizes:
+        print_note(_problem_line(res.sizes, given))
     print_note(res.describe_pruning())
     if res.describe_odds():
         print_note(res.describe_odds())
@@ -113,7 +121,7 @@ def cmd_rank(args: argparse.Namespace) -> int:
     elif args.csv:
         res.candidates.to_csv(sys.stdout, index=False)
     else:
-        _print_rank(res)
+        _print_rank(res, {a.split("=", 1)[0].strip() for a in args.set or []})
     for path in (args.output, args.plot):
         if path:
             print(f"wrote {path}", file=sys.stderr)
@@ -163,6 +171,9 @@ def cmd_suggest(args: argparse.Namespace) -> int:
         return 0
     print(f"{sug.n_candidates} candidates, {sug.n_measured} measured; best measured {sug.best_measured_ms:.4g} ms"
           if sug.n_measured else f"{sug.n_candidates} candidates, none measured yet")
+    sizes = {c.removeprefix("size."): cands[c].iloc[0] for c in cands.columns if c.startswith("size.")}
+    if sizes and len(cands):
+        print(_problem_line(sizes, values))
     print(f"prior: {sug.prior}")
     print(_stop_line(sug.stop))
     table = short_regimes(predicted_names(sug.table))

@@ -156,6 +156,9 @@ def test_rank_and_suggest(model_path: str, tmp_path: Path, capsys) -> None:
     header = next(line for line in out.splitlines() if line.startswith("rank "))
     assert "hierarchical_ms" in header and not {"tie_with_best", "in_top_k", "out_of_domain"} & set(header.split())
     assert "no model: ordered by the hierarchical roofline's time" in out and "tie_with_best:" not in out
+    assert out.startswith("problem: N=2048\n")  # the size ranked for; one left to its default says so
+    assert main(["rank", "--kernel", "matvec", "--gpu", "titan-v"]) == 0
+    assert capsys.readouterr().out.startswith("problem: N=4096 (default)\n")
     assert main(["rank", "-m", model_path, "--kernel", "matvec", "--gpu", "titan-v", "--set", "N=4096",
                  "--no-pareto", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

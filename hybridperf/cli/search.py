@@ -73,7 +73,8 @@ def _print_rank(res: Any, given: Any = ()) -> None:
         print_note(res.describe_odds())
     if res.fixed:
         print_note("fixed (not searched): " + ", ".join(f"{k}={v:g}" for k, v in res.fixed.items()))
-    print_table(res.counts())
+    counts = res.counts()  # the numbers first: a long constraint in the stage column is what a narrow terminal elides
+    print_table(counts, [c for c in ("configs", "share", "best_ms", "stage") if c in counts.columns])
     for note in res.notes:
         print_note(f"note: {note}")
     show = short_regimes(predicted_names(res.table)).rename(columns=lambda c: c.removeprefix("config."))

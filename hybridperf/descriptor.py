@@ -112,13 +112,13 @@ class KernelDescriptor:
         if not np.all(np.isfinite(arr)):
             raise DescriptorError(f"{self.name}: parameter {name} must be a finite number")
         if p.min is not None and np.any(arr < p.min):
-            raise DescriptorError(f"{self.name}: {name} must be >= {p.min:g}, got {np.min(arr):g}")
+            raise DescriptorError(f"{self.name}: {name} must be >= {p.min:.15g}, got {np.min(arr):.15g}")
         if p.max is not None and np.any(arr > p.max):
-            raise DescriptorError(f"{self.name}: {name} must be <= {p.max:g}, got {np.max(arr):g}")
+            raise DescriptorError(f"{self.name}: {name} must be <= {p.max:.15g}, got {np.max(arr):.15g}")
         if p.integer and np.any(arr != np.round(arr)):
             bad_value = np.atleast_1d(arr)[np.atleast_1d(arr != np.round(arr))][0]
-            raise DescriptorError(f"{self.name}: {name} must be a whole number, got {bad_value:g}; a descriptor "
-                                  f"whose {name} may be fractional declares it with integer = false")
+            raise DescriptorError(f"{self.name}: {name} must be a whole number, got {bad_value:.15g} (a range's "
+                                  "fractional step or factor, e.g. x1.5, makes such values; use x2 or a list)")
         if p.values is not None:
             bad = ~np.isin(arr, p.values)
             if np.any(bad):

@@ -95,9 +95,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _value(v: Any) -> str:
-    """A parameter value as a user writes it: 256, not 256.0."""
+    """A parameter value as a user writes it: 256, not 256.0; 1048576, not 1.04858e+06."""
     try:
-        return format(float(v), "g")
+        return format(float(v), ".15g")
     except (TypeError, ValueError):
         return str(v)
 

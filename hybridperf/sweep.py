@@ -239,10 +239,12 @@ def _names(df: pd.DataFrame, col: str, source: str, known: set[str] | None, what
                         f"store the canonical name {canon!r}")
         if what == "GPU":
             raise _fail(source, f"unknown GPU {name!r} in column {col!r} ({n} rows)",
-                        "use a shipped GPU name, add a spec file, or pass known_gpus=[...]")
+                        "use a shipped GPU name ('hybridperf gpus'), add a spec file (docs/gpu-spec-format.md) with "
+                        "its folder on $HYBRIDPERF_GPU_PATH, or accept it when importing (--option known_gpus=NAME; "
+                        "in Python: known_gpus=)")
         raise _fail(source, f"unknown kernel {name!r} in column {col!r} ({n} rows): no descriptor of that name",
-                    "pass its descriptor file (--kernel FILE.toml), put its folder on $HYBRIDPERF_KERNEL_PATH "
-                    "(docs/own-kernel.md), or pass known_kernels=[...]")
+                    "put its descriptor's folder on $HYBRIDPERF_KERNEL_PATH (docs/own-kernel.md; commands with "
+                    "--kernel also take FILE.toml; in Python: known_kernels=)")
     return s
 
 

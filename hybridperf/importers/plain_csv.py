@@ -36,8 +36,9 @@ def _renamed(t: pd.DataFrame, mapping: dict[str, str], drop: list[str], source: 
         raise SweepError(f"{source}: the mapping gives two columns the same name; map each to a distinct column")
     for c in t.columns:
         if c not in _BASE and not c.startswith(PREFIXES):
-            raise SweepError(f"{source}: unmapped column {c!r}; map it (mapping={{{c!r}: 'config.{c}'}}) "
-                             f"or leave it out (drop=[{c!r}])")
+            raise SweepError(f"{source}: unmapped column {c!r}; map it to a sweep column (a time: --map {c}=time_ms "
+                             f"with --option time_unit=us or ms; a parameter: --map {c}=config.{c} or size.{c}) or "
+                             f"leave it out (--option drop={c}); in Python: mapping=, time_unit=, drop=")
     if t.empty:
         raise SweepError(f"{source}: the CSV has a header but no rows; record at least one run")
     return t
@@ -50,9 +51,11 @@ def _identify(t: pd.DataFrame, kernel: str | None, gpu: str | None, source: str)
         if value is not None:
             t[name] = value
         elif name not in t.columns:
-            raise SweepError(f"{source}: no {name!r} column; map one or pass {name}='...'")
+            raise SweepError(f"{source}: no {name!r} column; map one (--map COLUMN={name}) or give it to every row "
+                             f"(--option {name}=NAME; in Python: {name}=)")
     if "time_ms" not in t.columns:
-        raise SweepError(f"{source}: no time column; map it, e.g. mapping={{'time': 'time_ms'}}, and give time_unit")
+        raise SweepError(f"{source}: no time column; map one (--map time=time_ms with --option time_unit=us or ms; "
+                         "in Python: mapping=, time_unit=)")
     devices = t["gpu"].astype("str")
     gpus = resolve_devices(devices.unique(), source)
     t["gpu"] = devices.map(gpus)

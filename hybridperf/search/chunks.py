@@ -74,7 +74,7 @@ class RankSpace:
             raise HybridperfError(f"unknown prune mode {self.prune!r}; choose from {', '.join(PRUNE_MODES)}")
         if self.prune == "none" and self.model is None:
             raise HybridperfError("prune='none' ranks every feasible configuration by predicted time, so it needs "
-                                  "a model; pass model=... or prune by 'union' or 'ryoo'")
+                                  "a model; pass one (-m MODEL; in Python: model=) or prune by 'union' or 'ryoo'")
         if self.keep < 1:
             raise HybridperfError(f"top must be at least 1, got {self.keep}")
         if self.top_k < 1:

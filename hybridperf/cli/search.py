@@ -266,7 +266,7 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
     from hybridperf.search.rank import FILL
 
     s.add_argument("-m", "--model", required=model_required, type=t.model_file,
-                   help="model file (without one: Ryoo efficiency order)")
+                   help="model file (without one: ordered by the hierarchical roofline's time)")
     s.add_argument("--kernel", type=t.kernel, required=True)
     s.add_argument("--gpu", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",

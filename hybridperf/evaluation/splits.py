@@ -68,6 +68,10 @@ def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2
         test[train] = False
     else:
         raise HybridperfError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
+    if test.all() and split in ("S3", "S4", "S6"):
+        col = "kernel" if split == "S3" else "gpu"
+        raise HybridperfError(f"split {split} holds out every row: the data have one {col} ({holdout}); it needs "
+                              f"runs of two or more, one to hold out and one to train on (or use S1, S2 or S5)")
     if test.all() or not test.any():
         which = "no training" if test.all() else "no test"
         raise HybridperfError(f"split {split} leaves {which} rows; adjust its options")

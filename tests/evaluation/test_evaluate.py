@@ -79,6 +79,10 @@ def test_bad_split_options() -> None:
         split_indices(_sweep(), "S3", holdout="zzz")
     with pytest.raises(HybridperfError, match="unknown split"):
         split_indices(_sweep(), "S9")
+    one_gpu = _sweep().assign(gpu="titan-v")
+    for split in ("S4", "S6"):  # holding out the only GPU leaves nothing to train on: say why, not "adjust"
+        with pytest.raises(HybridperfError, match=f"split {split} holds out every row: the data have one gpu"):
+            split_indices(one_gpu, split, holdout="titan-v")
 
 
 def test_metrics_against_hand_computation() -> None:

@@ -114,6 +114,24 @@ def _counter_table(rows: pd.DataFrame, desc: KernelDescriptor) -> pd.DataFrame |
     return pd.DataFrame(out)
 
 
+def _unit_notes(rows: pd.DataFrame, feats: pd.DataFrame, ok: np.ndarray) -> list[str]:
+    """A note per GPU whose runs the hierarchical roofline (the product's fallback model) puts over 100x away, in
+    the median: a time unit mixed up (us read as ms is 1000x) is likelier than a model that far off."""
+    out = []
+    model = feats.get("log_hierarchical_ms")
+    if model is None:
+        return out
+    with np.errstate(divide="ignore", invalid="ignore"):
+        err = model.to_numpy(dtype=np.float64) - np.log(rows["time_ms"].to_numpy(dtype=np.float64))
+    for gpu in pd.unique(rows["gpu"].astype(str)):
+        m = ok & (rows["gpu"].astype(str).to_numpy() == gpu) & np.isfinite(err)
+        if m.any() and abs(float(np.median(err[m]))) > np.log(100.0):
+            ratio = float(np.exp(-np.median(err[m])))
+            out.append(f"{gpu}: the runs take {ratio:.3g}x the hierarchical roofline's time (median): check their time "
+                       "unit (time_ms must be milliseconds; microseconds read as milliseconds are 1000x)")
+    return out
+
+
 def _rows_of(data: pd.DataFrame, desc: KernelDescriptor, notes: list[str]) -> pd.DataFrame:
     names = {desc.name, kernel_key(desc), *(desc.aliases)}
     if desc.path:
@@ -162,6 +180,7 @@ def check_descriptor(kernel: str | Path | KernelDescriptor, data: pd.DataFrame |
     table = pd.crosstab(pd.Series(status, name="measured"),
                         pd.Series(np.where(feasible, "feasible", "infeasible"), name="analytical"))
     ok = (status == "ok") & feasible
+    notes += _unit_notes(rows, feats, ok)
     return DescriptorCheck(kernel=desc, space=desc.space_size(), notes=tuple(notes), runs=len(rows),
                            feasibility=table, models=_model_table(rows, feats, ok),
                            counters=_counter_table(rows, desc))

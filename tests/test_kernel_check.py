@@ -46,3 +46,14 @@ def test_counters_that_measure_a_field() -> None:
     measured = runs["counter.registers_per_thread"].to_numpy(np.float64)
     has = np.isfinite(measured)
     assert regs["median_ratio"] == pytest.approx(np.median(measured[has] / counted[has]))
+
+
+def test_runs_far_from_the_roofline_suggest_a_time_unit_mixed_up() -> None:
+    """Real H100 vecadd runs: no note as recorded; the same runs in microseconds labelled ms are named, with the
+    ratio (1000x the recorded one)."""
+    runs = load_dataset("h100-cuda-bench")
+    runs = runs[runs["kernel"] == "seed004-vecadd"]
+    assert not any("time unit" in n for n in check_descriptor("seed004-vecadd", runs).notes)
+    notes = [n for n in check_descriptor("seed004-vecadd", runs.assign(time_ms=runs["time_ms"] * 1e3)).notes
+             if "time unit" in n]
+    assert len(notes) == 1 and notes[0].startswith("h100-sxm: the runs take 1.")

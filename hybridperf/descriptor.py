@@ -117,13 +117,14 @@ class KernelDescriptor:
             raise DescriptorError(f"{self.name}: {name} must be <= {p.max:.15g}, got {np.max(arr):.15g}")
         if p.integer and np.any(arr != np.round(arr)):
             bad_value = np.atleast_1d(arr)[np.atleast_1d(arr != np.round(arr))][0]
-            raise DescriptorError(f"{self.name}: {name} must be a whole number, got {bad_value:.15g} (a range's "
-                                  "fractional step or factor, e.g. x1.5, makes such values; use x2 or a list)")
+            raise DescriptorError(f"{self.name}: {name} must be a whole number, got {bad_value:.15g} (a range with a "
+                                  "fractional step or factor, e.g. x1.5, makes such values: use x2 or a list; a "
+                                  f"descriptor whose {name} may be fractional declares it with integer = false)")
         if p.values is not None:
             bad = ~np.isin(arr, p.values)
             if np.any(bad):
                 raise DescriptorError(
-                    f"{self.name}: {name}={np.atleast_1d(arr)[np.atleast_1d(bad)][0]:g} is not an "
+                    f"{self.name}: {name}={np.atleast_1d(arr)[np.atleast_1d(bad)][0]:.15g} is not an "
                     f"allowed value; allowed: {allowed_text(p.values)}"
                 )
 
@@ -179,7 +180,7 @@ class KernelDescriptor:
             arrays = np.broadcast_arrays(*(np.atleast_1d(np.asarray(env[k], dtype=np.float64))
                                            for k in (key, *self.parameters)))
             i = int(np.flatnonzero(wrong(arrays[0]))[0])
-        at = ", ".join(f"{name}={a[i]:g}" for name, a in zip(self.parameters, arrays[1:]))
+        at = ", ".join(f"{name}={a[i]:.15g}" for name, a in zip(self.parameters, arrays[1:]))
         return key, float(arrays[0][i]), at or "the defaults"
 
     def _formula(self, key: str) -> Formula:

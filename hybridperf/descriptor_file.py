@@ -37,6 +37,19 @@ def _num(path: str | Path, where: str, v: Any) -> float:
     return float(v)
 
 
+def _integer(path: str | Path, section: str, name: str, spec: dict[str, Any], given: tuple[Any, ...]) -> bool:
+    """A parameter's ``integer`` flag (default: true for sizes), checked against its default and values."""
+    integer = spec.get("integer", section == "sizes")
+    if not isinstance(integer, bool):
+        raise DescriptorError(f"{path}: [{section}].{name}.integer must be true or false")
+    fractional = [v for v in given if v is not None and v != round(v)]
+    if integer and fractional:
+        why = "sizes do" if section == "sizes" else "integer = true"
+        raise DescriptorError(f"{path}: [{section}].{name} takes whole numbers ({why}), but its default or values "
+                              f"hold {fractional[0]:.15g}; declare integer = false for a fractional parameter")
+    return integer
+
+
 def _params(path: str | Path, doc: dict[str, Any], section: str) -> tuple[Param, ...]:
     table = doc.get(section, {})
     if not isinstance(table, dict):
@@ -61,9 +74,7 @@ def _params(path: str | Path, doc: dict[str, Any], section: str) -> tuple[Param,
         default = None if default is None else _num(path, f"[{section}].{name}.default", default)
         if values is not None and default is not None and default not in values:
             raise DescriptorError(f"{path}: [{section}].{name}.default {default:g} is not among its values")
-        integer = spec.get("integer", section == "sizes")
-        if not isinstance(integer, bool):
-            raise DescriptorError(f"{path}: [{section}].{name}.integer must be true or false")
+        integer = _integer(path, section, name, spec, (default, *(values or ())))
         out.append(Param(
             name=name, default=default, values=values, integer=integer,
             min=None if spec.get("min") is None else _num(path, f"[{section}].{name}.min", spec["min"]),

@@ -176,6 +176,9 @@ def defaulted_parameters(rows: pd.DataFrame,
     out: dict[str, float] = {}
     for name, p in desc.parameters.items():
         col = ("size." if name in desc.size_names else "config.") + name
-        if p.default is not None and (col not in rows.columns or rows[col].isna().all()):
+        # A counter-described kernel's size is read from counter.<name> where the rows give it there (AIWC's).
+        given = [c for c in (col, f"counter.{name}" if name in desc.size_names else None)
+                 if c in rows.columns and rows[c].notna().any()]
+        if p.default is not None and not given:
             out[col] = float(p.default)
     return out

@@ -115,8 +115,9 @@ def _counter_table(rows: pd.DataFrame, desc: KernelDescriptor) -> pd.DataFrame |
 
 
 def _unit_notes(rows: pd.DataFrame, feats: pd.DataFrame, ok: np.ndarray) -> list[str]:
-    """A note per GPU whose runs the hierarchical roofline (the product's fallback model) puts over 100x away, in
-    the median: a time unit mixed up (us read as ms is 1000x) is likelier than a model that far off."""
+    """A note per GPU whose runs the hierarchical roofline (the product's fallback model) puts over 300x away, in
+    the median, near the 1000x of a time unit mixed up (the seed-004 TITAN V times, which include more than the
+    kernel, lie 106-130x from it)."""
     out = []
     model = feats.get("log_hierarchical_ms")
     if model is None:
@@ -125,10 +126,12 @@ def _unit_notes(rows: pd.DataFrame, feats: pd.DataFrame, ok: np.ndarray) -> list
         err = model.to_numpy(dtype=np.float64) - np.log(rows["time_ms"].to_numpy(dtype=np.float64))
     for gpu in pd.unique(rows["gpu"].astype(str)):
         m = ok & (rows["gpu"].astype(str).to_numpy() == gpu) & np.isfinite(err)
-        if m.any() and abs(float(np.median(err[m]))) > np.log(100.0):
+        if m.any() and abs(float(np.median(err[m]))) > np.log(300.0):
             ratio = float(np.exp(-np.median(err[m])))
+            unit = ("microseconds labelled ms read 1000x slower" if ratio > 1
+                    else "seconds labelled ms read 1000x faster")
             out.append(f"{gpu}: the runs take {ratio:.3g}x the hierarchical roofline's time (median): check their time "
-                       "unit (time_ms must be milliseconds; microseconds read as milliseconds are 1000x)")
+                       f"unit (time_ms must be milliseconds; {unit}) and what the times include")
     return out
 
 

@@ -81,7 +81,7 @@ def _kernel_rows(desc: KernelDescriptor, rows: pd.DataFrame, bad: np.ndarray, re
                 reasons[new] = reason
                 bad |= new
                 if reason not in examples and np.isfinite(values[new][0]):
-                    examples[reason] = f" (e.g. {values[new][0]:g})"
+                    examples[reason] = f" (e.g. {values[new][0]:.15g})"
 
 
 def check_rows(rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | None = None, *,
@@ -99,7 +99,9 @@ def check_rows(rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | Non
             desc = resolve_kernels([name], kernels)[name]
         except HybridperfError:
             if names:
-                bad[idx], reasons[idx] = True, f"unknown kernel {name!r} (no descriptor: pass --kernel FILE.toml)"
+                bad[idx], reasons[idx] = True, (f"unknown kernel {name!r} (no descriptor: name its .toml file in the "
+                                                "kernel column, put its folder on $HYBRIDPERF_KERNEL_PATH, or pass "
+                                                "--kernel FILE.toml where the command takes it)")
             continue
         sub_bad, sub_reasons = np.zeros(len(idx), dtype=bool), np.full(len(idx), "", dtype=object)
         _kernel_rows(desc, rows.iloc[idx], sub_bad, sub_reasons, examples)

@@ -243,8 +243,8 @@ def _names(df: pd.DataFrame, col: str, source: str, known: set[str] | None, what
                         "its folder on $HYBRIDPERF_GPU_PATH, or accept it when importing (--option known_gpus=NAME; "
                         "in Python: known_gpus=)")
         raise _fail(source, f"unknown kernel {name!r} in column {col!r} ({n} rows): no descriptor of that name",
-                    "put its descriptor's folder on $HYBRIDPERF_KERNEL_PATH (docs/own-kernel.md; commands with "
-                    "--kernel also take FILE.toml; in Python: known_kernels=)")
+                    "put its descriptor's folder on $HYBRIDPERF_KERNEL_PATH (docs/own-kernel.md), pass --kernel "
+                    "FILE.toml where the command takes it, or, in Python, known_kernels=")
     return s
 
 

@@ -33,3 +33,21 @@ def test_parameter_grid_is_the_cartesian_product() -> None:
     assert grid.shape == (6, 2)
     assert set(map(tuple, grid.to_numpy())) == {(a, b) for a in (1, 2) for b in (10, 20, 30)}
     assert parameter_grid({}).shape == (1, 0)
+
+
+def test_defaulted_parameters_are_those_no_column_gives() -> None:
+    """A size given in a counter.<name> column (a counter-described kernel, AIWC's) is not the descriptor's default;
+    a parameter no column gives is, with its default value."""
+    import pandas as pd
+
+    from hybridperf.grid import defaulted_parameters
+    from hybridperf.kernel import load_kernel
+
+    desc = load_kernel("aiwc-counted")
+    counters = {f"counter.{n}": [111360.0] for n in desc.size_names}
+    rows = pd.DataFrame({"kernel": ["aiwc-counted"], "gpu": ["tesla-k40c"], **counters})
+    assert not any(c.startswith("size.") for c in defaulted_parameters(rows))
+    out = defaulted_parameters(rows.drop(columns=f"counter.{desc.size_names[0]}"))
+    assert out == {f"size.{desc.size_names[0]}": desc.parameters[desc.size_names[0]].default}
+    assert defaulted_parameters(pd.DataFrame({"kernel": ["seed004-matvec"], "gpu": ["h200"], "size.N": [8.0]})) == {
+        "config.BLOCK": 256.0}

@@ -62,7 +62,7 @@ def test_bad_parameter_values() -> None:
         k.profile({"BLOCK": 300})
     with pytest.raises(DescriptorError, match="N must be >= 1"):
         k.profile({"N": 0})
-    with pytest.raises(DescriptorError, match=r"N must be a whole number, got 1000000.5 \(a range's fractional"):
+    with pytest.raises(DescriptorError, match=r"N must be a whole number, got 1000000.5 \(a range with a fractional"):
         k.profile({"N": [1024, 1000000.5]})
     # Counts past the float range: the message names the field and the row, not a division by zero alone.
     with pytest.raises(DescriptorError, match=r"\[counts\]\.dram_bytes is not finite at N=1e\+200, BLOCK=256: "
@@ -81,6 +81,11 @@ def test_integer_flag_of_parameters(tmp_path: Path) -> None:
     assert load_kernel("matvec").parameters["N"].integer and not load_kernel("matvec").parameters["BLOCK"].integer
     p.write_text(BASE.replace("default = 4096, min = 1,", 'default = 4096, min = 1, integer = "yes",'))
     with pytest.raises(DescriptorError, match=r"\[sizes\]\.N\.integer must be true or false"):
+        load_kernel(str(p))
+    # A fractional default of a size is refused as the file is read, naming the fix (not at the first prediction).
+    p.write_text(BASE.replace("default = 4096, min = 1,", "default = 0.5, min = 0,"))
+    with pytest.raises(DescriptorError, match=r"\[sizes\]\.N takes whole numbers \(sizes do\), but its default or "
+                                              r"values hold 0.5; declare integer = false"):
         load_kernel(str(p))
 
 

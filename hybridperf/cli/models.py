@@ -99,14 +99,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
     elif args.csv:
         out.to_csv(sys.stdout, index=False)
     else:
-        _print_predictions(out, params, defaults, cov)
+        _print_predictions(out, params, defaults, cov, "column of --rows" if args.rows else "--set")
     for path in (args.output, args.plot):
         if path:
             print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
-def _print_predictions(out: Any, params: list[str], defaults: dict[str, Any], cov: float) -> None:
+def _print_predictions(out: Any, params: list[str], defaults: dict[str, Any], cov: float,
+                       source: str = "--set") -> None:
     """``predict``'s table for people: the parameters equal on every row above it, then notes."""
     from hybridperf.learn.domain import percent_text
     from hybridperf.sweep import param_name
@@ -132,7 +133,7 @@ def _print_predictions(out: Any, params: list[str], defaults: dict[str, Any], co
         print_note(f"{infeasible} row(s) infeasible (no time): a constraint of the kernel or no block fitting on an "
                    "SM; 'hybridperf analyze' with the same --kernel, --gpu and --set names which")
     if defaults:
-        print_note("(default): the descriptor's value, used because no --set gave one: "
+        print_note(f"(default): the descriptor's value, used because no {source} gave one: "
                    + ", ".join(f"{param_name(k)}={v:g}" for k, v in defaults.items()))
 
 

@@ -96,9 +96,10 @@ def _print_rank(res: Any, given: Any = ()) -> None:
         print_note("tie_with_best: the interval overlaps the best candidate's; measure these rather than trust their "
                    "order. on_front / in_top_k: kept by the Pareto front / among the model's top-k fastest predicted")
     else:
-        print_note("no model: ordered by the hierarchical roofline's time, which has no interval (equal times are "
-                   "not told apart); pass a model (-m) for predicted times, intervals and ties. on_front: kept by the "
-                   "Pareto front")
+        order = ("the hierarchical roofline's time, which has no interval (equal times are not told apart)"
+                 if "hierarchical_ms" in show.columns else "Ryoo's efficiency, then utilization (no time)")
+        print_note(f"no model: ordered by {order}; pass a model (-m) for predicted times, intervals and ties. "
+                   "on_front: kept by the Pareto front")
     if res.table["out_of_domain"].any():
         print_note("out_of_domain: outside the model's training data (see the notes); its time is an extrapolation")
 
@@ -122,7 +123,8 @@ def cmd_rank(args: argparse.Namespace) -> int:
     elif args.csv:
         res.candidates.to_csv(sys.stdout, index=False)
     else:
-        _print_rank(res, {a.split("=", 1)[0].strip() for a in args.set or []})
+        # Sizes from --set, or from the rows of --candidates: neither is the descriptor's default.
+        _print_rank(res, res.sizes if args.candidates else {a.split("=", 1)[0].strip() for a in args.set or []})
     for path in (args.output, args.plot):
         if path:
             print(f"wrote {path}", file=sys.stderr)
@@ -174,7 +176,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
           if sug.n_measured else f"{sug.n_candidates} candidates, none measured yet")
     sizes = {c.removeprefix("size."): cands[c].iloc[0] for c in cands.columns if c.startswith("size.")}
     if sizes and len(cands):
-        print(_problem_line(sizes, values))
+        print(_problem_line(sizes, sizes if args.candidates else values))
     print(f"prior: {sug.prior}")
     print(_stop_line(sug.stop))
     table = short_regimes(predicted_names(sug.table))
@@ -266,7 +268,8 @@ def _rank_args(s: argparse.ArgumentParser, model_required: bool) -> None:
     from hybridperf.search.rank import FILL
 
     s.add_argument("-m", "--model", required=model_required, type=t.model_file,
-                   help="model file (without one: ordered by the hierarchical roofline's time)")
+                   help="model file (without one: ordered by the hierarchical roofline's time; by Ryoo's "
+                        "efficiency with --prune ryoo)")
     s.add_argument("--kernel", type=t.kernel, required=True)
     s.add_argument("--gpu", required=True)
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",

@@ -56,8 +56,10 @@ class Calibration:
 def _log_errors(rows: pd.DataFrame, gpu: GPUSpec, model: str) -> np.ndarray:
     out = []
     for kernel, g in rows.groupby("kernel", sort=False):
-        # Another kernel's parameter (bench-mb's ITERS beside vecadd's rows) is an empty column on these rows.
-        params = pd.DataFrame({c.split(".", 1)[1]: pd.to_numeric(g[c]) for c in param_columns(g) if g[c].notna().any()})
+        # Another kernel's parameter (bench-mb's ITERS beside vecadd's rows) is an empty column on these rows; a text
+        # column (NeuSight's config.op) is data no descriptor reads.
+        values = {c.split(".", 1)[1]: pd.to_numeric(g[c], errors="coerce") for c in param_columns(g)}
+        params = pd.DataFrame({k: v for k, v in values.items() if v.notna().any()})
         res = analyze(str(kernel), gpu, params.reset_index(drop=True), models=[model])
         pred = res.terms[model][_TIME_COLUMN[model]].to_numpy()
         out.append(np.log(pred) - np.log(g["time_ms"].to_numpy(dtype=float)))

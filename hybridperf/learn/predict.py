@@ -105,7 +105,7 @@ def check_prediction_rows(model: TrainedModel, rows: pd.DataFrame, *, strict: bo
     rows' kernels (``config.BLOK``), a parameter's column without its ``size.`` / ``config.`` prefix, and a size
     the rows do not give (a problem size is never taken from the descriptor's default)."""
     rows, descs = model_kernels(model, _canonical_gpus(rows))
-    _check_columns(rows, descs, getattr(model.features, "domain_", {}))
+    _check_columns(rows, descs, getattr(model.features, "domain_", {}), set(model.feature_columns))
     return drop_bad_rows(rows, descs, strict=strict, what="rows to predict")
 
 
@@ -127,10 +127,10 @@ def _canonical_gpus(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _check_columns(rows: pd.DataFrame, descs: Mapping[str, KernelDescriptor],
-                   domain: Mapping[str, Mapping[str, Any]]) -> None:
+                   domain: Mapping[str, Mapping[str, Any]], trained_columns: set[str]) -> None:
     """A HybridperfError for a column the rows' kernels cannot take or a size they leave out (see
     :func:`check_prediction_rows`; ``domain``: the model's training domain, whose sizes say which the training
-    rows gave)."""
+    rows gave; ``trained_columns``: the model's design columns, which a typo check leaves alone)."""
     from hybridperf.kernel import resolve_kernels
 
     kernels = rows["kernel"].astype(str)
@@ -140,20 +140,26 @@ def _check_columns(rows: pd.DataFrame, descs: Mapping[str, KernelDescriptor],
             found[name] = resolve_kernels([name], descs)[name]
         except HybridperfError:
             continue  # an unknown kernel: the row checks report it
-    _check_names(rows, found)
+    _check_names(rows, found, trained_columns)
     _check_sizes(kernels, rows, found, domain)
 
 
-def _check_names(rows: pd.DataFrame, found: Mapping[str, KernelDescriptor]) -> None:
-    """A HybridperfError for a parameter column no kernel of ``found`` has, or one without its prefix."""
+def _check_names(rows: pd.DataFrame, found: Mapping[str, KernelDescriptor], trained_columns: set[str]) -> None:
+    """A HybridperfError for a parameter column no kernel of ``found`` has but named like one (a typo, a case
+    slip), or one without its prefix."""
     import difflib
 
     from hybridperf.sweep import param_columns, param_name
 
     known = {n for d in found.values() for n in d.parameters}
     for col in param_columns(rows):
-        # Columns no descriptor reads may be data (NeuSight's config.op); one named like a parameter is a typo.
-        near = [] if param_name(col) in known else difflib.get_close_matches(param_name(col), known, n=1, cutoff=0.75)
+        # Columns no descriptor reads may be data (NeuSight's config.op, or a column the model trained on); one
+        # named like a parameter is a typo.
+        if param_name(col) in known or col in trained_columns:
+            continue
+        lower = {k.lower(): k for k in known}
+        near = [lower[param_name(col).lower()]] if param_name(col).lower() in lower else [
+            lower[m] for m in difflib.get_close_matches(param_name(col).lower(), list(lower), n=1, cutoff=0.75)]
         if near:
             raise HybridperfError(f"rows to predict: column {col!r} is no parameter of "
                                   f"{', '.join(sorted(found))} (did you mean {col.split('.')[0]}.{near[0]}?); "
@@ -169,15 +175,15 @@ def _check_names(rows: pd.DataFrame, found: Mapping[str, KernelDescriptor]) -> N
 def _check_sizes(kernels: pd.Series, rows: pd.DataFrame, found: Mapping[str, KernelDescriptor],
                  domain: Mapping[str, Mapping[str, Any]]) -> None:
     """A HybridperfError where the rows of a kernel of ``found`` do not give one of its sizes that the model's
-    training rows gave (or any size, for a kernel never trained). A size the training rows did not give either (an
-    importer's default: a Kernel Tuner cache records no problem size) is the one training used."""
+    training rows gave. A size the training rows did not give either (an importer's default: a Kernel Tuner cache
+    records no problem size) is the one training used; a kernel never trained has no such rows, and its rows keep
+    the descriptor's defaults as an importer wrote them."""
     from hybridperf.sweep import param_name, size_column
 
     for name, d in found.items():
         mine = (kernels == name).to_numpy()
-        trained = domain.get(name)
-        given = None if trained is None else {param_name(c) for c in trained.get("sizes", {})}
-        for size in d.size_names if given is None else [n for n in d.size_names if n in given]:
+        given = {param_name(c) for c in domain.get(name, {}).get("sizes", {})}
+        for size in [n for n in d.size_names if n in given]:
             col = size_column(rows.columns, size)  # size.<name>, or counter.<name> for a counter-described kernel
             if col is None:
                 raise HybridperfError(f"rows to predict: no column size.{size} (a size of {name}); give every row "

@@ -65,6 +65,7 @@ def test_predict_rows_file(model_path: str, tmp_path: Path, capsys) -> None:
     ("kernel,gpu,size.N,config.BLOK\nseed004-matvec,titan-v,16384,64\n", "column 'config.BLOK' is no parameter of "
      "seed004-matvec (did you mean config.BLOCK?)"),
     ("kernel,gpu,size.N,config.BLOCK\nseed004-matvec,titan-v,4096.5,256\n", "N is not a whole number"),
+    ("kernel,gpu,size.N,config.block\nseed004-matvec,titan-v,4096,64\n", "(did you mean config.BLOCK?)"),
 ])
 def test_predict_rows_refuses_what_it_would_guess(model_path: str, tmp_path: Path, capsys, text: str,
                                                   message: str) -> None:
@@ -97,6 +98,15 @@ def test_predict_rows_resolve_aliases_and_refuse_other_inputs(model_path: str, t
     assert main(["predict", "-m", model_path, "--rows", str(two), "--plot", plot, "-o", str(out)]) == 2
     assert "--plot draws one kernel on one GPU; the rows hold 2 (kernel, GPU) pairs" in capsys.readouterr().err
     assert not out.exists()
+    # A kernel the model never trained keeps its importer's defaults for the sizes its rows do not give (a Kernel
+    # Tuner cache records none): the shipped dedispersion sweep has no size.channels, and predicts.
+    from hybridperf.datasets import load_dataset
+
+    kt = tmp_path / "kt.parquet"
+    load_dataset("kt-dedispersion").head(3).to_parquet(kt)
+    assert main(["predict", "-m", model_path, "--rows", str(kt), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert len(rows) == 3 and all("never trained" in r["ood_reason"] for r in rows)
 
 
 def test_evaluate_side_by_side(capsys) -> None:
@@ -159,6 +169,11 @@ def test_rank_and_suggest(model_path: str, tmp_path: Path, capsys) -> None:
     assert out.startswith("problem: N=2048\n")  # the size ranked for; one left to its default says so
     assert main(["rank", "--kernel", "matvec", "--gpu", "titan-v"]) == 0
     assert capsys.readouterr().out.startswith("problem: N=4096 (default)\n")
+    cands = tmp_path / "cands.csv"  # sizes from the candidates' rows are no default
+    cands.write_text("kernel,gpu,size.N,config.BLOCK\nseed004-matvec,titan-v,8192,64\nseed004-matvec,titan-v,8192,128\n")
+    assert main(["rank", "--kernel", "matvec", "--gpu", "titan-v", "--candidates", str(cands), "--prune", "ryoo"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("problem: N=8192\n") and "ordered by Ryoo's efficiency, then utilization" in out
     assert main(["rank", "-m", model_path, "--kernel", "matvec", "--gpu", "titan-v", "--set", "N=4096",
                  "--no-pareto", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

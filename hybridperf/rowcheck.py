@@ -99,9 +99,8 @@ def check_rows(rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | Non
             desc = resolve_kernels([name], kernels)[name]
         except HybridperfError:
             if names:
-                bad[idx], reasons[idx] = True, (f"unknown kernel {name!r} (no descriptor: name its .toml file in the "
-                                                "kernel column, put its folder on $HYBRIDPERF_KERNEL_PATH, or pass "
-                                                "--kernel FILE.toml where the command takes it)")
+                bad[idx], reasons[idx] = True, (f"unknown kernel {name!r} (no descriptor: name its .toml file or add "
+                                                "its folder to $HYBRIDPERF_KERNEL_PATH)")
             continue
         sub_bad, sub_reasons = np.zeros(len(idx), dtype=bool), np.full(len(idx), "", dtype=object)
         _kernel_rows(desc, rows.iloc[idx], sub_bad, sub_reasons, examples)

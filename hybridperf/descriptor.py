@@ -158,7 +158,7 @@ class KernelDescriptor:
         profile_values = {k: env[k] for k in PROFILE_FIELDS}
         bad = [k for k, v in profile_values.items() if not np.all(np.isfinite(v))]
         if bad:
-            key, i, at = self._first_row(bad[0], env, lambda v: ~np.isfinite(v))
+            key, _, at = self._first_row(bad[0], env, lambda v: ~np.isfinite(v))
             raise DescriptorError(
                 f"{self.path or self.name}: [{self._section(key)}].{key} is not finite at {at}: a division by zero, "
                 "or values too large for a float (beyond 1.8e308); use smaller parameter values or fix the formula")

@@ -101,9 +101,10 @@ def check_prediction_rows(model: TrainedModel, rows: pd.DataFrame, *, strict: bo
     """Rows to predict without those the model cannot (unknown kernel or GPU, parameters outside their
     descriptor): counted by reason in a warning, or a HybridperfError with ``strict``
     (:func:`hybridperf.rowcheck.drop_bad_rows`). Kernel and GPU aliases (``matvec``, ``h100``) become the names the
-    model knows, as ``--kernel`` and ``--gpu`` do; a HybridperfError names a column that is no parameter of the
-    rows' kernels (``config.BLOK``), a parameter's column without its ``size.`` / ``config.`` prefix, and a size
-    the rows do not give (a problem size is never taken from the descriptor's default)."""
+    model knows, as ``--kernel`` and ``--gpu`` do; a HybridperfError names a column named like a parameter of the
+    rows' kernels but none (``config.BLOK``, ``config.block``), a parameter's column without its ``size.`` /
+    ``config.`` prefix (where the prefixed one is absent), and a size the model's training rows gave that the rows
+    leave out (the descriptor's default would stand in for the problem's size unsaid)."""
     rows, descs = model_kernels(model, _canonical_gpus(rows))
     _check_columns(rows, descs, getattr(model.features, "domain_", {}), set(model.feature_columns))
     return drop_bad_rows(rows, descs, strict=strict, what="rows to predict")
@@ -166,7 +167,7 @@ def _check_names(rows: pd.DataFrame, found: Mapping[str, KernelDescriptor], trai
                                   "rename it")
     for col in rows.columns:
         for d in found.values():
-            if col in d.parameters:
+            if col in d.parameters and f"size.{col}" not in rows.columns and f"config.{col}" not in rows.columns:
                 prefix = "size." if col in d.size_names else "config."
                 raise HybridperfError(f"rows to predict: column {col!r} needs its prefix: {prefix}{col} "
                                       f"({d.name}'s {'size' if prefix == 'size.' else 'configuration'} parameter)")

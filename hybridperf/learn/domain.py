@@ -222,11 +222,14 @@ def factor_text(x: float) -> str:
     return text + "x"
 
 
-def percent_text(share: float) -> str:
-    """A share as a percentage with the digits that tell it from 0 %, 100 % and its neighbours at 3 digits
-    (0.05: '5%', 0.0496: '4.96%', 0.999999: '99.9999%', 0.9999999: '99.99999%')."""
+def percent_text(share: float, unlike: float | None = None) -> str:
+    """A share as a percentage with the digits that tell it from 0 %, 100 % and, given ``unlike`` (a share it is
+    compared with), from that share's own text (0.05: '5%', 0.0496: '4.96%', 0.04995 unlike 0.05: '4.995%',
+    0.999999: '99.9999%', 0.9999999: '99.99999%')."""
+    other = None if unlike is None or unlike == share else percent_text(unlike)
     texts = [f"{share * 100:.{d}g}" for d in (3, 6, 9, 12)]
-    text = next((t for t in texts if not (t == "100" and share < 1) and not (t == "0" and share > 0)), texts[-1])
+    text = next((t for t in texts if not (t == "100" and share < 1) and not (t == "0" and share > 0)
+                 and t + "%" != other), texts[-1])
     return text + "%"
 
 

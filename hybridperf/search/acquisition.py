@@ -86,7 +86,7 @@ def stop_rule(surfaces: npt.ArrayLike, noise: float, best_ms: float, *, gain: fl
     # The chance is compared with ``probability``; the expected gain is said after the verdict (it decides nothing).
     from hybridperf.learn.domain import percent_text
 
-    what = f"P(a configuration > {percent_text(gain)} faster remains) = {percent_text(p)}"
+    what = f"P(a configuration > {percent_text(gain)} faster remains) = {percent_text(p, unlike=probability)}"
     gained = f"expected gain {eg:.2%}"
     if p < probability:
         return StopDecision(True, p, eg, f"{what} < {percent_text(probability)}: stop ({gained})")

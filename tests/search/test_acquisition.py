@@ -83,3 +83,10 @@ def test_percent_text_tells_a_share_from_its_neighbours(share: float, text: str)
     from hybridperf.learn.domain import percent_text
 
     assert percent_text(share) == text
+
+
+def test_percent_text_tells_a_chance_from_the_threshold_it_is_compared_with() -> None:
+    from hybridperf.learn.domain import percent_text
+
+    assert percent_text(0.04995) == "5%" and percent_text(0.04995, unlike=0.05) == "4.995%"
+    assert percent_text(0.05, unlike=0.05) == "5%" and percent_text(0.0496, unlike=0.05) == "4.96%"

@@ -136,10 +136,15 @@ def _unit_notes(rows: pd.DataFrame, feats: pd.DataFrame, ok: np.ndarray) -> list
 
 
 def _rows_of(data: pd.DataFrame, desc: KernelDescriptor, notes: list[str]) -> pd.DataFrame:
+    import fnmatch
+
     names = {desc.name, kernel_key(desc), *(desc.aliases)}
     if desc.path:
         names.add(desc.path)
-    rows = data[data["kernel"].astype(str).isin(names)]
+    kernel = data["kernel"].astype(str)
+    # A family descriptor (aiwc-counted: matches = ["aiwc-*"]) describes the runs of every kernel its globs match.
+    family = kernel.map(lambda k: any(fnmatch.fnmatchcase(k, p) for p in desc.matches)) if desc.matches else False
+    rows = data[kernel.isin(names) | family]
     kernels = sorted(map(str, data["kernel"].unique()))
     if rows.empty and len(kernels) == 1:
         notes.append(f"the data's rows name kernel {kernels[0]!r}; checked as {desc.name} (import with "

@@ -57,3 +57,15 @@ def test_runs_far_from_the_roofline_suggest_a_time_unit_mixed_up() -> None:
     notes = [n for n in check_descriptor("seed004-vecadd", runs.assign(time_ms=runs["time_ms"] * 1e3)).notes
              if "time unit" in n]
     assert len(notes) == 1 and notes[0].startswith("h100-sxm: the runs take 1.")
+
+
+def test_a_family_descriptor_checks_the_runs_of_every_kernel_it_matches() -> None:
+    """aiwc-counted describes the OpenDwarfs kernels by its matches = ["aiwc-*"] globs: their runs are its runs
+    ('the data holds no runs of kernel aiwc-counted' before)."""
+    from hybridperf.hardware import gpu_names
+
+    runs = load_dataset("aiwc-opendwarfs")
+    check = check_descriptor("aiwc-counted", runs)
+    # every run of an aiwc-* kernel on a GPU with a spec (the others are counted in a note and left out)
+    with_spec = runs["kernel"].astype(str).str.startswith("aiwc-") & runs["gpu"].isin(set(gpu_names()))
+    assert check.runs == int(with_spec.sum()) > 0 and check.models is not None and len(check.models)

@@ -105,6 +105,7 @@ def _print_rank(res: Any, given: Any = ()) -> None:
 
 
 def cmd_rank(args: argparse.Namespace) -> int:
+    from hybridperf.grid import parse_assignments
     from hybridperf.search.picks import check_picks_path, rank_picks, write_picks_table
 
     if args.output:
@@ -124,7 +125,7 @@ def cmd_rank(args: argparse.Namespace) -> int:
         res.candidates.to_csv(sys.stdout, index=False)
     else:
         # Sizes from --set, or from the rows of --candidates: neither is the descriptor's default.
-        _print_rank(res, res.sizes if args.candidates else {a.split("=", 1)[0].strip() for a in args.set or []})
+        _print_rank(res, res.sizes if args.candidates else parse_assignments(args.set))
     for path in (args.output, args.plot):
         if path:
             print(f"wrote {path}", file=sys.stderr)

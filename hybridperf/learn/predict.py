@@ -42,18 +42,17 @@ def rows_to_predict(model: TrainedModel, *, rows: str | Path | None = None, kern
     # A kernel the model trained under a name its descriptor does not carry (a family descriptor's member,
     # e.g. aiwc-csr-csr by aiwc-counted) keeps that name, so the model's training of it applies.
     name = kernel if desc is not None and desc.name != kernel else None
-    if desc is None and registered_kernel(kernel) is None and not _reachable(kernel):
+    if desc is None and registered_kernel(kernel) is None and _lookup(kernel) is None:
         desc = load_kernel(kernel, known=model.descriptors)  # a copy the model keeps under its file's path
     return grid_rows(desc or kernel, gpu, values or {}, name=name)
 
 
-def _reachable(kernel: str) -> bool:
-    """Whether a kernel name finds a descriptor without a model's copies."""
+def _lookup(kernel: str) -> KernelDescriptor | None:
+    """The descriptor a kernel name finds without a model's copies, or None."""
     try:
-        load_kernel(kernel)
+        return load_kernel(kernel)
     except HybridperfError:
-        return False
-    return True
+        return None
 
 
 def model_kernels(model: TrainedModel, rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | None = None
@@ -73,8 +72,8 @@ def model_kernels(model: TrainedModel, rows: pd.DataFrame, kernels: Mapping[str,
         other = (kernels or {}).get(name) or registered_kernel(name)
         if other is None and name not in own and name.endswith(".toml") and Path(name).is_file():
             other = load_kernel(name)
-        elif other is None and name not in own and not name.endswith(".toml") and _reachable(name):
-            other = load_kernel(name)  # an alias (matvec) or a descriptor on the kernel path
+        elif other is None and name not in own and not name.endswith(".toml"):
+            other = _lookup(name)  # an alias (matvec) or a descriptor on the kernel path
         if other is not None and name not in own and other.name in own and other.sha256 == own[other.name].sha256:
             rename[name] = other.name  # a path or an alias (matvec) of a descriptor the model holds
             continue
@@ -153,12 +152,12 @@ def _check_names(rows: pd.DataFrame, found: Mapping[str, KernelDescriptor], trai
     from hybridperf.sweep import param_columns, param_name
 
     known = {n for d in found.values() for n in d.parameters}
+    lower = {k.lower(): k for k in known}
     for col in param_columns(rows):
         # Columns no descriptor reads may be data (NeuSight's config.op, or a column the model trained on); one
         # named like a parameter is a typo.
         if param_name(col) in known or col in trained_columns:
             continue
-        lower = {k.lower(): k for k in known}
         near = [lower[param_name(col).lower()]] if param_name(col).lower() in lower else [
             lower[m] for m in difflib.get_close_matches(param_name(col).lower(), list(lower), n=1, cutoff=0.75)]
         if near:

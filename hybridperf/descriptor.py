@@ -53,6 +53,24 @@ class Param:
     # lets a size be fractional, ``integer = true`` makes a config parameter whole).
     integer: bool = False
 
+    def broken(self, v: FloatArray) -> list[tuple[npt.NDArray[np.bool_], str]]:
+        """(mask, rule) for each rule the values ``v`` may break, in the order they are reported: 'finite' (NaN
+        too), 'min', 'max', 'integer', 'values'. The one place a parameter's values are checked: resolving
+        (a DescriptorError) and row checks (a reason per row) both read it."""
+        v = np.asarray(v, dtype=np.float64)
+        finite = np.isfinite(v)
+        with np.errstate(invalid="ignore"):
+            rules = [(~finite, "finite")]
+            if self.min is not None:
+                rules.append((finite & (v < self.min), "min"))
+            if self.max is not None:
+                rules.append((finite & (v > self.max), "max"))
+            if self.integer:
+                rules.append((finite & (v != np.round(v)), "integer"))
+            if self.values is not None:
+                rules.append((finite & ~np.isin(v, self.values), "values"))
+        return rules
+
 
 @dataclass(frozen=True, slots=True)
 class KernelDescriptor:
@@ -109,24 +127,23 @@ class KernelDescriptor:
     def _check(self, p: Param, arr: FloatArray) -> None:
         """A DescriptorError naming the first value of ``arr`` that parameter ``p`` does not allow."""
         name = p.name
-        if not np.all(np.isfinite(arr)):
-            raise DescriptorError(f"{self.name}: parameter {name} must be a finite number")
-        if p.min is not None and np.any(arr < p.min):
-            raise DescriptorError(f"{self.name}: {name} must be >= {p.min:.15g}, got {np.min(arr):.15g}")
-        if p.max is not None and np.any(arr > p.max):
-            raise DescriptorError(f"{self.name}: {name} must be <= {p.max:.15g}, got {np.max(arr):.15g}")
-        if p.integer and np.any(arr != np.round(arr)):
-            bad_value = np.atleast_1d(arr)[np.atleast_1d(arr != np.round(arr))][0]
-            raise DescriptorError(f"{self.name}: {name} must be a whole number, got {bad_value:.15g} (a range with a "
-                                  "fractional step or factor, e.g. x1.5, makes such values: use x2 or a list; a "
-                                  f"descriptor whose {name} may be fractional declares it with integer = false)")
-        if p.values is not None:
-            bad = ~np.isin(arr, p.values)
-            if np.any(bad):
+        for mask, rule in p.broken(arr):
+            if not np.any(mask):
+                continue
+            bad = np.atleast_1d(arr)[np.atleast_1d(mask)][0]
+            if rule == "finite":
+                raise DescriptorError(f"{self.name}: parameter {name} must be a finite number")
+            if rule == "min":
+                raise DescriptorError(f"{self.name}: {name} must be >= {p.min:.15g}, got {np.min(arr):.15g}")
+            if rule == "max":
+                raise DescriptorError(f"{self.name}: {name} must be <= {p.max:.15g}, got {np.max(arr):.15g}")
+            if rule == "integer":
                 raise DescriptorError(
-                    f"{self.name}: {name}={np.atleast_1d(arr)[np.atleast_1d(bad)][0]:.15g} is not an "
-                    f"allowed value; allowed: {allowed_text(p.values)}"
-                )
+                    f"{self.name}: {name} must be a whole number, got {bad:.15g} (a range with a fractional step "
+                    f"or factor, e.g. x1.5, makes such values: use x2 or a list; a descriptor whose {name} may be "
+                    "fractional declares it with integer = false)")
+            raise DescriptorError(f"{self.name}: {name}={bad:.15g} is not an allowed value; allowed: "
+                                  f"{allowed_text(p.values or ())}")
 
     def constraint_mask(self, values: Mapping[str, Any]) -> tuple[npt.NDArray[np.bool_], list[str]]:
         """Which rows satisfy every ``[space] constraints`` formula, and, per row, the first one broken."""

@@ -41,6 +41,12 @@ class RowCheck:
         return f"{self.n_bad:,} of {len(self.ok):,} {what} are invalid: {'; '.join(parts)}{more}"
 
 
+# A row's reason per rule of Param.broken (formatted with the parameter's name and Param).
+_ROW_REASONS = {"finite": "{name} is not a finite number", "min": "{name} is below its minimum {p.min:.15g}",
+                "max": "{name} is above its maximum {p.max:.15g}", "integer": "{name} is not a whole number",
+                "values": "{name} is not an allowed value"}
+
+
 def _param_problems(name: str, p: Param, v: np.ndarray, present: bool) -> list[tuple[np.ndarray, str, np.ndarray]]:
     """(bad mask, reason, values) for one parameter's column ``v`` (NaN where a row leaves it empty)."""
     out = []
@@ -49,16 +55,7 @@ def _param_problems(name: str, p: Param, v: np.ndarray, present: bool) -> list[t
         out.append((missing, f"{name} is {'empty' if present else 'missing'} and has no default", v))
     v = np.where(missing, p.default if p.default is not None else np.nan, v)
     given = ~np.isnan(v)
-    out.append((given & ~np.isfinite(v), f"{name} is not a finite number", v))
-    if p.min is not None:
-        out.append((given & (v < p.min), f"{name} is below its minimum {p.min:g}", v))
-    if p.max is not None:
-        out.append((given & (v > p.max), f"{name} is above its maximum {p.max:g}", v))
-    if p.values is not None:
-        out.append((given & np.isfinite(v) & ~np.isin(v, p.values), f"{name} is not an allowed value", v))
-    if p.integer:
-        with np.errstate(invalid="ignore"):
-            out.append((given & np.isfinite(v) & (v != np.round(v)), f"{name} is not a whole number", v))
+    out.extend((given & mask, _ROW_REASONS[rule].format(name=name, p=p), v) for mask, rule in p.broken(v))
     return out
 
 

@@ -45,3 +45,31 @@ def test_skipped_with_a_warning_or_refused_when_strict() -> None:
 def test_without_names_only_known_kernels_parameters_are_checked() -> None:
     check = check_rows(rows(), names=False)
     assert list(np.flatnonzero(~check.ok)) == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("value", "rule"), [(np.inf, "finite"), (0.0, "min"), (600.0, "max"), (2.5, "integer"),
+                                             (3.0, "values"), (4.0, "")])
+def test_row_checks_and_descriptor_resolution_agree_on_each_rule(value: float, rule: str) -> None:
+    """A value a row check marks is one resolving refuses, for the same rule, and a value one passes the other
+    passes (both read Param.broken); each rule checked against its plain definition."""
+    from hybridperf.descriptor import KernelDescriptor, Param
+    from hybridperf.errors import DescriptorError
+
+    p = Param("X", default=4.0, values=(1.0, 2.0, 4.0, 2.5, 600.0, 0.0), min=1.0, max=512.0, integer=True)
+    finite = bool(np.isfinite(value))
+    expected = {"finite": not finite, "min": finite and value < 1, "max": finite and value > 512,
+                "integer": finite and value != round(value), "values": finite and value not in p.values}
+    marked = [r for mask, r in p.broken(np.array([value])) if mask[0]]
+    assert marked == [r for r in ("finite", "min", "max", "integer", "values") if expected[r]]
+    desc = KernelDescriptor(name="k", sizes=(p,), config=(), launch={}, counts={})
+    row = pd.DataFrame({"kernel": ["k"], "gpu": ["titan-v"], "size.X": [value]})
+    check = check_rows(row, {"k": desc})
+    if not rule:
+        assert check.ok[0]
+        desc.resolve({"X": value})
+        return
+    word = {"finite": "finite", "min": "minimum", "max": "maximum", "integer": "whole", "values": "allowed"}[rule]
+    assert not check.ok[0] and word in check.reasons[0]
+    with pytest.raises(DescriptorError, match={"finite": "finite", "min": ">=", "max": "<=", "integer": "whole",
+                                               "values": "allowed value"}[rule]):
+        desc.resolve({"X": value})

@@ -100,7 +100,7 @@ def predict_case(model: TrainedModel, test: pd.DataFrame, tf: pd.DataFrame | Non
     out["measured_ms"] = test["time_ms"].to_numpy(dtype=np.float64)
     X = model.features.transform(test, features=tf)
     for cov in LEVELS:
-        p = predict_rows(model, test, cov, features=tf)
+        p = predict_rows(model, test, cov, features=tf, check=False)
         pct = round(cov * 100)
         out["time_ms"] = p["time_ms"].to_numpy()
         out[f"lo{pct}"], out[f"hi{pct}"] = p["lo_ms"].to_numpy(), p["hi_ms"].to_numpy()

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +14,7 @@ from hybridperf.hardware import load_gpu
 from hybridperf.kernel import resolve_kernels
 from hybridperf.sweep import param_columns, param_name
 
-__all__ = ["RowCheck", "check_rows", "drop_bad_rows", "drop_rows"]
+__all__ = ["RowCheck", "check_column_names", "check_rows", "drop_bad_rows", "drop_rows"]
 
 _SHOWN_REASONS = 4
 
@@ -116,6 +116,33 @@ def check_rows(rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | Non
     if missing:
         examples[reason] = f" ({', '.join(missing[:4])}{f', ... {len(missing)} GPUs' if len(missing) > 4 else ''})"
     return RowCheck(ok=~bad, reasons=reasons, examples=examples)
+
+
+def check_column_names(rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor], *,
+                       exempt: Collection[str] = (), what: str = "rows") -> None:
+    """A HybridperfError for a parameter column no kernel of ``kernels`` has but named like one (``config.BLOK``,
+    ``config.block``: a typo or a case slip, which would leave the parameter at its default unsaid), or a
+    parameter's column without its ``size.`` / ``config.`` prefix (where the prefixed one is absent). Columns no
+    descriptor reads and named like none stay (data such as NeuSight's config.op), as do those in ``exempt``."""
+    import difflib
+
+    known = {n for d in kernels.values() for n in d.parameters}
+    lower = {k.lower(): k for k in known}
+    for col in param_columns(rows):
+        name = param_name(col)
+        if name in known or col in exempt:
+            continue
+        near = [lower[name.lower()]] if name.lower() in lower else [
+            lower[m] for m in difflib.get_close_matches(name.lower(), list(lower), n=1, cutoff=0.75)]
+        if near:
+            raise HybridperfError(f"{what}: column {col!r} is no parameter of {', '.join(sorted(kernels))} "
+                                  f"(did you mean {col.split('.')[0]}.{near[0]}?); rename it")
+    for col in rows.columns:
+        for d in kernels.values():
+            if col in d.parameters and f"size.{col}" not in rows.columns and f"config.{col}" not in rows.columns:
+                prefix = "size." if col in d.size_names else "config."
+                raise HybridperfError(f"{what}: column {col!r} needs its prefix: {prefix}{col} "
+                                      f"({d.name}'s {'size' if prefix == 'size.' else 'configuration'} parameter)")
 
 
 def drop_bad_rows(rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | None = None, *,

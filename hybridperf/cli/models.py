@@ -75,7 +75,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     rows = (check_prediction_rows(model, table, strict=args.strict) if table is not None
             else rows_to_predict(model, kernel=args.kernel, gpu=args.gpu, values=values))
-    pred = predict_rows(model, rows, coverage=args.coverage)
+    pred = predict_rows(model, rows, coverage=args.coverage, check=False)
     cov = args.coverage or model.estimator.coverage
     defaults = defaulted_parameters(rows, known=model.descriptors)
     params = param_columns(rows)

@@ -31,7 +31,7 @@ from hybridperf.learn.predict import (
 )
 from hybridperf.learn.uncertainty import fit_intervals
 from hybridperf.progress import task
-from hybridperf.rowcheck import RowCheck, drop_bad_rows, drop_rows
+from hybridperf.rowcheck import RowCheck, check_column_names, drop_bad_rows, drop_rows
 from hybridperf.sweep import param_columns, size_metric, training_rows
 
 __all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "check_prediction_rows", "fit_model",
@@ -235,6 +235,7 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     """
     rows = drop_bad_rows(training_rows(sweep), kernels, strict=strict, what="training runs")
     kernels = resolve_kernels(rows["kernel"].astype(str).unique(), kernels)
+    check_column_names(rows, kernels, what="training runs")
     with task(f"train: analytical features of {len(rows)} runs"):
         feats = analytical_features(rows, kernels=kernels)
     feasible = feats["feasible"].to_numpy() > 0

@@ -13,7 +13,7 @@ from hybridperf.errors import HybridperfError
 from hybridperf.kernel import KernelDescriptor, load_kernel, registered_kernel
 from hybridperf.learn.domain import REASON_COLUMNS, out_of_domain, reason_text
 from hybridperf.learn.features import analytical_features
-from hybridperf.rowcheck import drop_bad_rows
+from hybridperf.rowcheck import check_column_names, drop_bad_rows
 
 if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
@@ -140,36 +140,8 @@ def _check_columns(rows: pd.DataFrame, descs: Mapping[str, KernelDescriptor],
             found[name] = resolve_kernels([name], descs)[name]
         except HybridperfError:
             continue  # an unknown kernel: the row checks report it
-    _check_names(rows, found, trained_columns)
+    check_column_names(rows, found, exempt=trained_columns, what="rows to predict")
     _check_sizes(kernels, rows, found, domain)
-
-
-def _check_names(rows: pd.DataFrame, found: Mapping[str, KernelDescriptor], trained_columns: set[str]) -> None:
-    """A HybridperfError for a parameter column no kernel of ``found`` has but named like one (a typo, a case
-    slip), or one without its prefix."""
-    import difflib
-
-    from hybridperf.sweep import param_columns, param_name
-
-    known = {n for d in found.values() for n in d.parameters}
-    lower = {k.lower(): k for k in known}
-    for col in param_columns(rows):
-        # Columns no descriptor reads may be data (NeuSight's config.op, or a column the model trained on); one
-        # named like a parameter is a typo.
-        if param_name(col) in known or col in trained_columns:
-            continue
-        near = [lower[param_name(col).lower()]] if param_name(col).lower() in lower else [
-            lower[m] for m in difflib.get_close_matches(param_name(col).lower(), list(lower), n=1, cutoff=0.75)]
-        if near:
-            raise HybridperfError(f"rows to predict: column {col!r} is no parameter of "
-                                  f"{', '.join(sorted(found))} (did you mean {col.split('.')[0]}.{near[0]}?); "
-                                  "rename it")
-    for col in rows.columns:
-        for d in found.values():
-            if col in d.parameters and f"size.{col}" not in rows.columns and f"config.{col}" not in rows.columns:
-                prefix = "size." if col in d.size_names else "config."
-                raise HybridperfError(f"rows to predict: column {col!r} needs its prefix: {prefix}{col} "
-                                      f"({d.name}'s {'size' if prefix == 'size.' else 'configuration'} parameter)")
 
 
 def _check_sizes(kernels: pd.Series, rows: pd.DataFrame, found: Mapping[str, KernelDescriptor],
@@ -242,26 +214,36 @@ def _labels(codes: pd.Series, names: Mapping[Any, str]) -> np.ndarray:
     return np.array([table.get(float(u), "") for u in uniq] + [""], dtype=object)[found]  # -1: the last, ''
 
 
-def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None, *,
-                 features: pd.DataFrame | None = None,
-                 kernels: Mapping[str, KernelDescriptor] | None = None, levels: Sequence[float] = ()) -> pd.DataFrame:
-    """Predict time and interval, regime, limiter and the out-of-domain reasons of each row.
+def _checked_request(model: Any, rows: Any, coverage: Any, levels: Sequence[Any], features: Any) -> pd.DataFrame:
+    """The rows :func:`predict_rows` can predict (:func:`check_prediction_rows`), after a HybridperfError for
+    arguments of the wrong kind."""
+    from hybridperf.learn.model import TrainedModel
 
-    ``rows`` holds kernel, gpu, size.* and config.* columns (no time needed); ``features`` may pass
-    their precomputed :func:`analytical_features`. Kernel names find the descriptors the model was
-    trained with, then ``kernels``, then the lookup (:func:`model_kernels`). Infeasible rows get NaN
-    times and ``feasible = False`` with the occupancy/constraint reason left to ``analyze``. The
-    reason columns are those of :func:`hybridperf.learn.domain.out_of_domain`, with
-    ``out_of_domain`` (any reason) and ``ood_reason`` (a sentence); the interval widens with each
-    reason (see ConformalIntervals). A kernel the model never trained on is predicted with the
-    fallback baseline, the average calibration and the learned residual; its interval is the one
-    held-out kernels showed in training, or unbounded where training could not measure it. Likewise a
-    GPU the model never trained on: the leave-GPU-out fits' interval, unbounded after training on one GPU.
-    ``levels`` (coverages in (0, 1)) adds the log-space half width of the interval at each level,
-    in the columns :func:`half_width_column` names (the row's predictive distribution, e.g. for
-    :mod:`hybridperf.search.optimum`).
-    """
-    rows, feats, X, reasons = _prepared(model, rows, features, kernels)
+    if not isinstance(model, TrainedModel):
+        raise HybridperfError(f"predict_rows: model must be a trained model (hybridperf.load_model(path) reads a "
+                              f"model file), got {type(model).__name__}")
+    if not isinstance(rows, pd.DataFrame):
+        raise HybridperfError(f"predict_rows: rows must be a pandas DataFrame with kernel, gpu, size.* and config.* "
+                              f"columns (pandas.DataFrame(records) makes one from dicts), got {type(rows).__name__}")
+    missing = [c for c in ("kernel", "gpu") if c not in rows.columns]
+    if missing:
+        raise HybridperfError(f"predict_rows: rows have no column {missing[0]!r}; name each row's "
+                              f"{missing[0].upper() if missing[0] == 'gpu' else missing[0]} in it")
+    if rows.empty:
+        raise HybridperfError("predict_rows: no rows to predict")
+    for what, value in [("coverage", coverage)] * (coverage is not None) + [("a level", v) for v in levels]:
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not 0 < value < 1:
+            raise HybridperfError(f"predict_rows: {what} must be a number in (0, 1) (0.9 for a 90 % interval), "
+                                  f"got {value!r}")
+    if features is not None:
+        raise HybridperfError("predict_rows: features= is aligned with rows the check could drop; pass "
+                              "check=False with rows already checked (check_prediction_rows)")
+    return check_prediction_rows(model, rows)
+
+
+def _times_and_intervals(model: TrainedModel, rows: pd.DataFrame, X: Any, reasons: pd.DataFrame,
+                         coverage: float | None, levels: Sequence[float]) -> tuple[Any, Any, Any, Any]:
+    """(time, interval low, high, half widths at ``levels`` or None) of the rows, as :func:`predict_rows` gives."""
     est = model.estimator
     pred, lo, hi = est.predict_with_interval(X, coverage)
     cov = est.coverage if coverage is None else coverage
@@ -283,6 +265,37 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
             lo, hi = pred * np.exp(-half), pred * np.exp(half)
     elif cov is not None:  # the plain interval knows nothing of kernels never trained
         lo, hi = np.where(unseen, 0.0, lo), np.where(unseen, np.inf, hi)
+    return pred, lo, hi, widths
+
+
+def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None, *,
+                 features: pd.DataFrame | None = None, kernels: Mapping[str, KernelDescriptor] | None = None,
+                 levels: Sequence[float] = (), check: bool = True) -> pd.DataFrame:
+    """Predict time and interval, regime, limiter and the out-of-domain reasons of each row.
+
+    ``rows`` holds kernel, gpu, size.* and config.* columns (no time needed); ``features`` may pass
+    their precomputed :func:`analytical_features`. Kernel names find the descriptors the model was
+    trained with, then ``kernels``, then the lookup (:func:`model_kernels`). Infeasible rows get NaN
+    times and ``feasible = False`` with the occupancy/constraint reason left to ``analyze``. The
+    reason columns are those of :func:`hybridperf.learn.domain.out_of_domain`, with
+    ``out_of_domain`` (any reason) and ``ood_reason`` (a sentence); the interval widens with each
+    reason (see ConformalIntervals). A kernel the model never trained on is predicted with the
+    fallback baseline, the average calibration and the learned residual; its interval is the one
+    held-out kernels showed in training, or unbounded where training could not measure it. Likewise a
+    GPU the model never trained on: the leave-GPU-out fits' interval, unbounded after training on one GPU.
+    ``levels`` (coverages in (0, 1)) adds the log-space half width of the interval at each level,
+    in the columns :func:`half_width_column` names (the row's predictive distribution, e.g. for
+    :mod:`hybridperf.search.optimum`).
+
+    ``check`` (the default) first refuses arguments of the wrong kind and rows that name a parameter's column
+    wrongly or leave out a size the model trained with, and drops rows the model cannot predict with a warning
+    counting them (:func:`check_prediction_rows`; the result keeps the index of the rows it predicts). Callers
+    whose rows are already checked, or that pass ``features`` aligned with them, pass ``check=False``.
+    """
+    if check:
+        rows = _checked_request(model, rows, coverage, levels, features)
+    rows, feats, X, reasons = _prepared(model, rows, features, kernels)
+    pred, lo, hi, widths = _times_and_intervals(model, rows, X, reasons, coverage, levels)
     out = pd.DataFrame(index=rows.index)
     out["time_ms"] = pred
     out["lo_ms"] = lo

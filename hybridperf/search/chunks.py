@@ -392,7 +392,7 @@ def predict_configs(space: RankSpace, configs: pd.DataFrame, rows: pd.DataFrame 
 
     rows = prediction_rows(space, configs) if rows is None else rows.reset_index(drop=True)
     pred = predict_rows(space.model, rows, features=None if feats is None else feats.reset_index(drop=True),
-                        kernels={space.kernel_key: space.kernel}, levels=LEVELS)
+                        kernels={space.kernel_key: space.kernel}, levels=LEVELS, check=False)
     for c in (*_PREDICTED, *width_columns()):
         out[c] = pred[c].to_numpy()
     return out

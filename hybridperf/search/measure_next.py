@@ -211,7 +211,7 @@ def update(model_or_training_sweep: TrainedModel | pd.DataFrame, measured: pd.Da
     fresh = cands.loc[~seen]
     if len(fresh) > pseudo_rows:
         fresh = fresh.sample(pseudo_rows, random_state=seed)
-    pred = predict_rows(model_or_training_sweep, fresh)
+    pred = predict_rows(model_or_training_sweep, fresh, check=False)
     pseudo = fresh.assign(time_ms=pred["time_ms"].to_numpy(), status="ok", reason="")
     pseudo = pseudo.loc[pred["feasible"].to_numpy() & np.isfinite(pseudo["time_ms"].to_numpy())]
     kw = {"booster_params": model_or_training_sweep.metadata.get("booster_params"), **train_kwargs}

@@ -86,7 +86,7 @@ def model_prior(pool: FeaturePool, model: TrainedModel, coverage: float = 0.9) -
     v, sigma = np.full(len(pool.rows), np.nan), np.full(len(pool.rows), np.nan)
     idx = np.flatnonzero(pool.feasible)
     if idx.size:
-        pred = predict_rows(model, pool.rows.iloc[idx], coverage, features=pool.feats.iloc[idx])
+        pred = predict_rows(model, pool.rows.iloc[idx], coverage, features=pool.feats.iloc[idx], check=False)
         with np.errstate(divide="ignore", invalid="ignore"):
             v[idx] = np.log(pred["time_ms"].to_numpy(dtype=np.float64))
             sigma[idx] = np.log(pred["hi_ms"].to_numpy(dtype=np.float64) / pred["lo_ms"].to_numpy(dtype=np.float64))

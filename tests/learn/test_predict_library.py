@@ -1,0 +1,79 @@
+"""predict_rows and train_model called from Python refuse what the command line refuses (each was answered before
+with the descriptor's default in place of what the caller meant, or ended in a KeyError / AttributeError)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hybridperf.errors import HybridperfError
+from hybridperf.learn.model import load_model, predict_rows, train_model
+from tests.paths import TITANV_SWEEP
+
+ROWS = pd.DataFrame({"kernel": ["seed004-matvec"] * 2, "gpu": ["titan-v"] * 2, "size.N": [1024, 16384],
+                     "config.BLOCK": [256, 256]})
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    from hybridperf.cli import main
+
+    path = str(tmp_path_factory.mktemp("lib") / "model.json")
+    assert main(["train", str(TITANV_SWEEP), "-o", path, "--quiet"]) == 0
+    return load_model(path)
+
+
+@pytest.mark.parametrize("rows, message", [
+    (ROWS.drop(columns="size.N"), "no column size.N"),
+    (ROWS.rename(columns={"size.N": "N"}), "column 'N' needs its prefix: size.N"),
+    (ROWS.assign(**{"size.N": [np.nan, 1024]}), "size.N (a size of seed004-matvec) is empty in data row 1"),
+    (ROWS.rename(columns={"config.BLOCK": "config.BLOK"}), "did you mean config.BLOCK?"),
+    (ROWS.rename(columns={"config.BLOCK": "config.block"}), "did you mean config.BLOCK?"),
+    (ROWS.drop(columns="gpu"), "rows have no column 'gpu'"),
+    (ROWS.iloc[:0], "no rows to predict"),
+    (ROWS.to_dict("records"), "rows must be a pandas DataFrame"),
+])
+def test_rows_the_model_would_guess_at_are_refused(model, rows, message: str) -> None:
+    with pytest.raises(HybridperfError, match=message.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")):
+        predict_rows(model, rows)
+
+
+@pytest.mark.parametrize("kwargs", [{"coverage": 90}, {"coverage": 0}, {"coverage": "0.9"}, {"levels": [1.5]},
+                                    {"levels": [0.8, -1]}])
+def test_coverages_outside_zero_one_are_refused(model, kwargs) -> None:
+    with pytest.raises(HybridperfError, match=r"must be a number in \(0, 1\)"):
+        predict_rows(model, ROWS, **kwargs)
+
+
+def test_a_model_path_instead_of_a_model_is_refused() -> None:
+    with pytest.raises(HybridperfError, match=r"load_model\(path\)"):
+        predict_rows("models/default.json", ROWS)  # type: ignore[arg-type]
+
+
+def test_gpu_and_kernel_aliases_predict_as_the_canonical_names(model) -> None:
+    """'TITAN-V' and 'matvec' are the model's titan-v and seed004-matvec: the same times, not an unseen GPU."""
+    canonical = predict_rows(model, ROWS)
+    alias = predict_rows(model, ROWS.assign(gpu="TITAN-V", kernel="matvec"))
+    np.testing.assert_allclose(alias["time_ms"], canonical["time_ms"])
+    assert not alias["ood_gpu"].any() and not alias["ood_kernel"].any()
+
+
+def test_invalid_rows_are_dropped_with_a_warning_and_the_index_kept(model) -> None:
+    rows = pd.concat([ROWS, ROWS.assign(**{"config.BLOCK": [300, 256]})], ignore_index=True)
+    with pytest.warns(UserWarning, match="1 of 4 rows to predict are invalid: .*BLOCK is not an allowed value"):
+        out = predict_rows(model, rows)
+    assert list(out.index) == [0, 1, 3]
+    np.testing.assert_allclose(out.loc[[0, 1], "time_ms"], predict_rows(model, ROWS)["time_ms"])
+
+
+def test_train_model_refuses_a_misspelt_parameter_column() -> None:
+    """The H200 matvec runs with config.BLOK trained every run at the default BLOCK = 256 (CLI and library alike),
+    whatever block each run used."""
+    from hybridperf.datasets import load_dataset
+
+    runs = load_dataset("h200-cuda-bench")
+    sweep = runs[runs["kernel"] == "seed004-matvec"]
+    assert sweep["config.BLOCK"].nunique() > 1
+    with pytest.raises(HybridperfError, match=r"training runs: column 'config.BLOK' is no parameter of .*did you "
+                                              r"mean config.BLOCK\?"):
+        train_model(sweep.rename(columns={"config.BLOCK": "config.BLOK"}))

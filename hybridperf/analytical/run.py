@@ -83,6 +83,37 @@ class Analysis:
         return out
 
 
+def _numbers(name: str, values: Any) -> np.ndarray:
+    """A parameter's values as float64, or a HybridperfError naming the parameter."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        shown = values.iloc[0] if isinstance(values, pd.Series) and len(values) else values
+        raise HybridperfError(f"parameter {name}: {shown!r} is not a number (give numbers, e.g. {name}=4096)") from None
+
+
+def _parameter_frame(params: Any) -> pd.DataFrame:
+    """The rows ``analyze`` runs: a DataFrame as given (its index is the result's), or a mapping's scalars and
+    lists broadcast against each other."""
+    if isinstance(params, pd.DataFrame):
+        return params
+    if not isinstance(params, Mapping):
+        raise HybridperfError(f"params must be a mapping of parameter name to a value or a list of values, or a "
+                              f"pandas DataFrame of rows, got {type(params).__name__}")
+    arrays = {k: np.atleast_1d(_numbers(k, v)) for k, v in params.items()}
+    deep = [k for k, a in arrays.items() if a.ndim > 1]
+    if deep:
+        raise HybridperfError(f"parameter {deep[0]}: give a value or a flat list of values (got {arrays[deep[0]].ndim}"
+                              " dimensions)")
+    try:
+        shaped = np.broadcast_arrays(*arrays.values()) if arrays else []
+    except ValueError:
+        lengths = ", ".join(f"{k}: {len(a)}" for k, a in arrays.items())
+        raise HybridperfError(f"parameter lists differ in length ({lengths}); give lists of one length (one value per "
+                              "row) or single values") from None
+    return pd.DataFrame(dict(zip(arrays, shaped)))
+
+
 def _per_row(df: pd.DataFrame, ok: np.ndarray) -> pd.DataFrame:
     """A model's terms with one row per launch (a model whose terms do not vary gives one row: it is repeated),
     numeric terms NaN where the launch is infeasible; copies only what it changes."""
@@ -101,24 +132,31 @@ def analyze(kernel: KernelDescriptor | str, gpu: GPUSpec | str, params: Mapping[
     Parameters
     ----------
     kernel, gpu : descriptor / spec or their names or paths.
-    params : mapping of parameter name to scalar or array (broadcast), or a DataFrame of rows.
-        Missing parameters take their descriptor defaults.
+    params : mapping of parameter name to a value or a list of values (single values broadcast against the
+        lists), or a DataFrame of rows (its index is the summary's). Missing parameters take their descriptor
+        defaults; an empty mapping is one launch of the defaults, a DataFrame without rows no launch.
     models : subset of :data:`MODELS`.
-    adjusting_weight : seed 004 adjusting weight for ``scaled-counts`` (1 = uncalibrated).
+    adjusting_weight : seed 004 adjusting weight for ``scaled-counts`` (1 = uncalibrated), > 0.
+
+    A launch the occupancy calculator or a constraint rules out, or whose descriptor launches no block or
+    thread, is infeasible: no time, and its reason in ``Analysis.reason``.
     """
     kernel = load_kernel(kernel)
     gpu = load_gpu(gpu)
-    check_models(models)
-    frame = params.copy() if isinstance(params, pd.DataFrame) else pd.DataFrame(
-        {k: np.atleast_1d(np.asarray(v, dtype=np.float64)) for k, v in params.items()} or {"_": [0.0]})
-    frame = frame.drop(columns=["_"], errors="ignore")
-    resolved = kernel.resolve({c: frame[c].to_numpy(dtype=np.float64) for c in frame.columns})
-    n = len(frame) if len(frame.columns) else 1
-    full = pd.DataFrame({k: np.broadcast_to(v, (n,)) for k, v in resolved.items()})
+    models = check_models((models,) if isinstance(models, str) else models)
+    frame = _parameter_frame(params)
+    resolved = kernel.resolve({c: _numbers(c, frame[c]) for c in frame.columns})
+    n = len(frame) if isinstance(params, pd.DataFrame) or len(frame.columns) else 1
+    full = pd.DataFrame({k: np.broadcast_to(v, (n,)) for k, v in resolved.items()},
+                        index=frame.index if len(frame) == n else None)
     ok, reasons = kernel.constraint_mask(resolved)
     ok = np.broadcast_to(ok, (n,)).copy()
     reason = np.broadcast_to(np.asarray(reasons, dtype=object), (n,)).copy()
     prof = kernel.profile(resolved)
+    # Nothing launched: a [launch] formula giving 0 blocks or threads has no time (it read "ok" with NaN times).
+    empty = np.broadcast_to((prof.blocks < 1) | (prof.threads_per_block < 1), (n,))
+    reason = np.where(ok & empty, "the launch has no blocks or no threads (its [launch] formulas give 0)", reason)
+    ok &= ~empty
     # A descriptor's register count is an estimate; nvcc never exceeds the architecture's maximum, it
     # spills the rest to local memory. Clamp (and report the spill) instead of calling the launch infeasible.
     spill = prof.registers_per_thread > gpu.limits.max_registers_per_thread

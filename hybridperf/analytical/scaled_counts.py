@@ -75,7 +75,13 @@ def scaled_counts(profile: KernelProfile, gpu: GPUSpec, *, adjusting_weight: npt
               + h1 * gpu.l1_hit_latency_cycles + h2 * gpu.l2_hit_latency_cycles)  # (1), (3)
     mem_sm = (p.smem_loads + p.smem_stores) * lat_sm                                   # (2)
     cyc = p.comp_cycles + mem_gm + mem_sm
-    w = np.asarray(adjusting_weight, dtype=np.float64)
+    try:
+        w = np.asarray(adjusting_weight, dtype=np.float64)
+    except (TypeError, ValueError):
+        w = np.asarray(np.nan)
+    if not np.all(np.isfinite(w) & (w > 0)):
+        raise HybridperfError(f"adjusting_weight must be a positive number (1 = uncalibrated), "
+                              f"got {adjusting_weight!r}")
     raw_ms = n_threads * cyc / (gpu.core_clock_hz * st.occupancy) * 1e3               # (4), w = 1
     return ScaledCountsResult(
         n_threads=n_threads, comp_cycles=p.comp_cycles, global_accesses=accesses, mem_access_gm=mem_gm,

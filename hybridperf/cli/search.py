@@ -65,9 +65,9 @@ def _problem_line(sizes: Any, given: Any) -> str:
                                    for k, v in sizes.items())
 
 
-def _print_rank(res: Any, given: Any = ()) -> None:
+def _print_rank(res: Any) -> None:
     if res.sizes:
-        print_note(_problem_line(res.sizes, given))
+        print_note(_problem_line(res.sizes, [k for k in res.sizes if k not in res.defaulted_sizes]))
     print_note(res.describe_pruning())
     if res.describe_odds():
         print_note(res.describe_odds())
@@ -76,7 +76,8 @@ def _print_rank(res: Any, given: Any = ()) -> None:
     counts = res.counts()  # the numbers first: a long constraint in the stage column is what a narrow terminal elides
     print_table(counts, [c for c in ("configs", "share", "best_ms", "stage") if c in counts.columns])
     for note in res.notes:
-        print_note(f"note: {note}")
+        if note != res.defaulted_note():  # the problem line marks those sizes "(default)"
+            print_note(f"note: {note}")
     show = short_regimes(predicted_names(res.table)).rename(columns=lambda c: c.removeprefix("config."))
     # Rank, then the time the rows are ordered by (predicted, with its interval; without a model the hierarchical
     # roofline's), then the searched parameters: a narrow terminal drops the last columns, and the fixed
@@ -105,7 +106,6 @@ def _print_rank(res: Any, given: Any = ()) -> None:
 
 
 def cmd_rank(args: argparse.Namespace) -> int:
-    from hybridperf.grid import parse_assignments
     from hybridperf.search.picks import check_picks_path, rank_picks, write_picks_table
 
     if args.output:
@@ -124,8 +124,7 @@ def cmd_rank(args: argparse.Namespace) -> int:
     elif args.csv:
         res.candidates.to_csv(sys.stdout, index=False)
     else:
-        # Sizes from --set, or from the rows of --candidates: neither is the descriptor's default.
-        _print_rank(res, res.sizes if args.candidates else parse_assignments(args.set))
+        _print_rank(res)
     for path in (args.output, args.plot):
         if path:
             print(f"wrote {path}", file=sys.stderr)

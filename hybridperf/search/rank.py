@@ -74,6 +74,8 @@ class RankResult:
     ``n_contenders`` counts the configurations not returned (pruned, or ranked below the candidates kept) whose
     intervals still allow them to be the fastest (:mod:`hybridperf.search.optimum`); 0 when ``odds_skipped``
     (``odds=False``, or a space of more than :data:`ODDS_MAX_CONFIGS` ranked without ``odds=True``).
+    ``defaulted_sizes`` names the sizes ranked at the descriptor's default because no value gave them (a note
+    says so: :meth:`defaulted_note`).
     """
 
     kernel: str  # as rows name it: shipped name, or descriptor path
@@ -96,6 +98,7 @@ class RankResult:
     best_pruned_ms: float = float("nan")
     best_screened_ms: float = float("nan")
     fixed: Mapping[str, float] = field(default_factory=dict)
+    defaulted_sizes: tuple[str, ...] = ()
     p_fastest_kept: float = float("nan")
     p_fastest_in_table: float = float("nan")
     n_contenders: int = 0
@@ -139,6 +142,15 @@ class RankResult:
         df = pd.DataFrame(rows, columns=["stage", "configs", "best_ms"])
         df.insert(2, "share", df["configs"] / max(self.space_size, 1))
         return df
+
+    def defaulted_note(self) -> str:
+        """The note naming the sizes ranked at the descriptor's default ('' when every size was given)."""
+        if not self.defaulted_sizes:
+            return ""
+        shown = ", ".join(f"{k}={self.sizes[k]:.15g}" for k in self.defaulted_sizes)
+        return (f"ranked for the descriptor's default problem size {shown}: no value gave "
+                f"{'it' if len(self.defaulted_sizes) == 1 else 'them'}; give your problem's size (sizes= in "
+                f"Python, --set {self.defaulted_sizes[0]}=... on the command line)")
 
     def describe_pruning(self) -> str:
         """One line: the prune mode, the front's objectives and the top-k."""
@@ -271,7 +283,7 @@ def _prune_mode(prune: str, pareto: bool | None) -> str:
 
 def _notes(res: RankResult, space: RankSpace) -> list[str]:
     """What a user should know about the pruning: the fallback without a model, what it dropped."""
-    notes = []
+    notes = [res.defaulted_note()] if res.defaulted_sizes else []
     if space.prune == "union" and space.model is None:
         notes.append("no model, so no predicted times for the union's top-k: kept the Pareto front over "
                      f"efficiency, utilization and the analytical times ({', '.join(TIME_MODELS)}) instead; "
@@ -413,6 +425,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
                      n_top_k=int(ranked["in_top_k"].sum()) if space.n_top else None,
                      n_pruned=short.n_dropped, best_pruned_ms=short.best_dropped_ms,
                      best_screened_ms=np.nan if fallback else total.best_screened_ms, fixed=dict(us.fixed),
+                     defaulted_sizes=us.defaulted,
                      p_fastest_kept=p_kept, p_fastest_in_table=p_table, odds_note=odds_note,
                      n_contenders=len(short.contenders) + short.n_lost if short.contenders is not None else 0,
                      odds_skipped=model is not None and not space.odds)

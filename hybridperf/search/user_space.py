@@ -27,7 +27,8 @@ class UserSpace:
     one value only (fixed by ``--set``, ``--space``, the descriptor or every candidate), which are
     therefore not searched. Exactly one of ``space`` (the descriptor's constrained space, built
     by the solver) and ``candidates`` (explicit configurations: an ``index`` column, the row of
-    the table they came from, and one column per config parameter) is set.
+    the table they came from, and one column per config parameter) is set. ``defaulted`` names the sizes
+    neither the values nor the candidates gave: the descriptor's defaults stand in for them.
     """
 
     kernel: KernelDescriptor
@@ -35,6 +36,7 @@ class UserSpace:
     fixed: Mapping[str, float]
     space: ConfigSpace | None = None
     candidates: pd.DataFrame | None = None
+    defaulted: tuple[str, ...] = ()
 
     def size(self) -> int:
         """Configurations to consider (before constraints, for the descriptor's space)."""
@@ -151,6 +153,8 @@ def _explicit(kernel: KernelDescriptor, table: pd.DataFrame) -> pd.DataFrame:
     if unknown:
         raise DescriptorError(f"{kernel.name}: candidates column {unknown[0]!r} is not a config parameter; "
                               f"config parameters: {', '.join(kernel.config_names)}")
+    if not prefixed:
+        _check_bare_names(kernel, table)
     named = table[prefixed].set_axis([param_name(c) for c in prefixed], axis=1) if prefixed else table
     out = pd.DataFrame({"index": np.arange(len(table), dtype=np.int64)})
     for p in kernel.config:
@@ -165,9 +169,32 @@ def _explicit(kernel: KernelDescriptor, table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _candidates(kernel: KernelDescriptor, table: pd.DataFrame, given: Mapping[str, float],
+def _check_bare_names(kernel: KernelDescriptor, table: pd.DataFrame) -> None:
+    """A DescriptorError where candidates named by bare parameter names name none of the kernel's config parameters
+    (every row would be the default configuration), or name one like a parameter but not it (``BLOK``)."""
+    import difflib
+
+    names = {str(c) for c in table.columns}
+    lower = {n.lower(): n for n in kernel.config_names}
+    for col in sorted(names - set(kernel.parameters)):
+        near = difflib.get_close_matches(col.lower(), list(lower), n=1, cutoff=0.75)
+        if near:
+            raise DescriptorError(f"{kernel.name}: candidates column {col!r} is no parameter (did you mean "
+                                  f"{lower[near[0]]}?); rename it")
+    if kernel.config_names and not names & set(kernel.config_names):
+        raise DescriptorError(f"{kernel.name}: the candidates name no config parameter (columns: "
+                              f"{', '.join(sorted(names)[:6])}); name them config.<parameter> or after the "
+                              f"parameters: {', '.join(kernel.config_names)}")
+
+
+def _candidates(kernel: KernelDescriptor, table: Any, given: Mapping[str, float],
                 allowed: Mapping[str, Sequence[float]]) -> tuple[pd.DataFrame, dict[str, float]]:
-    if not isinstance(table, pd.DataFrame) or table.empty:
+    if isinstance(table, (Mapping, list)):  # {'BLOCK': [64, 128]} or a list of {'BLOCK': 64} records
+        table = pd.DataFrame(table)
+    if not isinstance(table, pd.DataFrame):
+        raise HybridperfError(f"the candidates must be a pandas DataFrame of configurations, got "
+                              f"{type(table).__name__}")
+    if table.empty:
         raise HybridperfError("the candidates have no rows; give at least one configuration")
     table = table.reset_index(drop=True)
     rows = _kernel_rows(kernel, table)
@@ -219,7 +246,8 @@ def user_space(kernel: KernelDescriptor | str, values: Mapping[str, Any] | None 
         cfg, sizes = _candidates(desc, candidates, given, allowed)
         narrowed = desc.with_space(allowed) if allowed else desc
         constant = {n: float(cfg[n].iloc[0]) for n in desc.config_names if cfg[n].nunique() == 1}
-        return UserSpace(kernel=narrowed, sizes=_sizes(narrowed, sizes), fixed=constant, candidates=cfg)
+        return UserSpace(kernel=narrowed, sizes=_sizes(narrowed, sizes), fixed=constant, candidates=cfg,
+                         defaulted=tuple(n for n in desc.size_names if n not in sizes))
     narrowed = desc.with_space(allowed) if allowed else desc
     free = [p.name for p in narrowed.config if p.values is None]
     if free:
@@ -229,4 +257,5 @@ def user_space(kernel: KernelDescriptor | str, values: Mapping[str, Any] | None 
     space = ConfigSpace(names=narrowed.config_names, values=tuple(tuple(p.values) for p in narrowed.config),
                         constraints=narrowed.constraints, constants=sizes)
     fixed = {p.name: float(p.values[0]) for p in narrowed.config if len(p.values) == 1}  # type: ignore[arg-type]
-    return UserSpace(kernel=narrowed, sizes=sizes, fixed=fixed, space=space)
+    return UserSpace(kernel=narrowed, sizes=sizes, fixed=fixed, space=space,
+                     defaulted=tuple(n for n in desc.size_names if n not in given))

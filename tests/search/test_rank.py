@@ -179,3 +179,30 @@ def test_without_a_model_the_hierarchical_roofline_orders_the_front() -> None:
     hit = (runs[first.index] == first.to_numpy()).all(axis=1)
     assert hit.sum() == 1
     assert runs["time_ms"].min() / runs.loc[hit, "time_ms"].item() >= 0.75
+
+
+def test_a_size_not_given_is_named_in_a_note() -> None:
+    """Ranked at the descriptor's default N with nothing said before (the command line marked it, Python did not)."""
+    res = rank_configs(None, "matvec", "h200", {})
+    assert res.defaulted_sizes == ("N",) and res.sizes["N"] == 4096
+    assert res.notes[0] == res.defaulted_note() and "default problem size N=4096" in res.notes[0]
+    given = rank_configs(None, "matvec", "h200", {"N": 4096})
+    assert given.defaulted_sizes == () and given.defaulted_note() == "" and not any("default" in n for n in given.notes)
+
+
+@pytest.mark.parametrize("configs, message", [
+    (pd.DataFrame({"BLOK": [64, 128]}), r"candidates column 'BLOK' is no parameter \(did you mean BLOCK\?\)"),
+    (pd.DataFrame({"foo": [1, 2]}), "the candidates name no config parameter"),
+    ("BLOCK=64", "the candidates must be a pandas DataFrame"),
+])
+def test_candidates_naming_no_parameter_are_refused(configs, message: str) -> None:
+    """Each ranked the one default configuration (BLOCK = 256) with nothing said."""
+    with pytest.raises(HybridperfError, match=message):
+        rank_configs(None, "matvec", "h200", {"N": 8192}, configs=configs)
+
+
+def test_candidates_as_a_mapping_or_records_are_a_table() -> None:
+    want = rank_configs(None, "matvec", "h200", {"N": 8192}, configs=pd.DataFrame({"BLOCK": [64, 128]}))
+    for given in ({"BLOCK": [64, 128]}, [{"BLOCK": 64}, {"BLOCK": 128}]):
+        res = rank_configs(None, "matvec", "h200", {"N": 8192}, configs=given)
+        pd.testing.assert_frame_equal(res.candidates, want.candidates)

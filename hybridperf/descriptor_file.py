@@ -33,7 +33,8 @@ def _num(path: str | Path, where: str, v: Any) -> float:
     except OverflowError:
         ok = False
     if not ok:
-        raise DescriptorError(f"{path}: {where} must be a finite number, got {str(v)[:30]}")
+        got = f"the text {v[:30]!r} (write the number without quotes)" if isinstance(v, str) else str(v)[:30]
+        raise DescriptorError(f"{path}: {where} must be a finite number, got {got}")
     return float(v)
 
 

@@ -220,8 +220,9 @@ def _values(path: Path, doc: dict[str, Any], section: str, keys: tuple[str, ...]
         value, source = entry["value"], entry["source"]
         hi = MAX_LIMIT_VALUE if section == "limits" else MAX_SPEC_VALUE
         if not in_range(value, hi):
-            raise SpecError(f"{path}: {section}.{key} value must be a finite number from 0 to {hi:g}, "
-                            f"got {str(value)[:30]}")
+            got = (f"the text {value[:30]!r} (write the number without quotes)" if isinstance(value, str)
+                   else str(value)[:30])
+            raise SpecError(f"{path}: {section}.{key} value must be a finite number from 0 to {hi:g}, got {got}")
         if not isinstance(source, str) or not source.strip():
             raise SpecError(f"{path}: {section}.{key} needs a non-empty source (datasheet, table, 'calibrated'...)")
         values[key] = value
@@ -378,8 +379,13 @@ def load_gpu(name_or_path: str | Path) -> GPUSpec:
         return load_gpu(entry["gpu"])
     if entry is not None:
         raise UnknownGPUError(f"device {text!r}: {entry['refuse']}")
+    import difflib
+
+    near = difflib.get_close_matches(key, gpu_names(), n=1, cutoff=0.75) or difflib.get_close_matches(
+        key, sorted({n for s in (*_user_specs(), *_shipped()) for n in _names(s)}), n=1, cutoff=0.75)
+    hint = f" (did you mean {_by_name(near[0]).key!r}?)" if near and _by_name(near[0]) is not None else ""
     raise UnknownGPUError(
-        f"unknown GPU {text!r}; run 'hybridperf gpus' for the shipped names, pass a spec file path, or put "
+        f"unknown GPU {text!r}{hint}; run 'hybridperf gpus' for the shipped names, pass a spec file path, or put "
         f"your spec's folder on ${GPU_PATH_ENV}"
     )
 

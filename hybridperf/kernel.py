@@ -171,9 +171,18 @@ def load_kernel(name_or_path: str | Path | KernelDescriptor,
         if any(fnmatch.fnmatchcase(text, pattern) for pattern in k.matches):
             return k
     raise UnknownKernelError(
-        f"unknown kernel {text!r}; run 'hybridperf kernels' for the names, pass a descriptor path "
-        f"(--kernel ./{text}.toml), or put its folder on ${KERNEL_PATH_ENV}"
+        f"unknown kernel {text!r}{_near(text, {n for k in kernels for n in _names(k)})}; run 'hybridperf kernels' "
+        f"for the names, pass a descriptor path (--kernel ./{text}.toml), or put its folder on ${KERNEL_PATH_ENV}"
     )
+
+
+def _near(text: str, names: set[str]) -> str:
+    """' (did you mean 'matvec'?)' for the name closest to ``text`` (case ignored), or ''."""
+    import difflib
+
+    lower = {n.lower(): n for n in sorted(names)}
+    near = difflib.get_close_matches(text.lower(), list(lower), n=1, cutoff=0.75)
+    return f" (did you mean {lower[near[0]]!r}?)" if near else ""
 
 
 def kernel_key(desc: KernelDescriptor) -> str:

@@ -96,6 +96,9 @@ def test_missing_value_and_source(tmp_path: Path) -> None:
     p.write_text(re.sub(r'(sm_count\s*=\s*\{\s*value\s*=\s*)\d+', r'\g<1>-3', text, count=1))
     with pytest.raises(SpecError, match="spec.sm_count value must be a finite number from 0"):
         load_gpu(p)
+    p.write_text(re.sub(r'(sm_count\s*=\s*\{\s*value\s*=\s*)(\d+)', r'\g<1>"\2"', text, count=1))
+    with pytest.raises(SpecError, match=r"got the text '80' \(write the number without quotes\)"):
+        load_gpu(p)
     p.write_text(re.sub(r"\n\s*sm_count\s*=.*", "", text, count=1))
     with pytest.raises(SpecError, match="missing spec.sm_count"):
         load_gpu(p)
@@ -155,3 +158,10 @@ def test_the_power_cap_defaults_from_the_process_node_and_can_be_given(tmp_path:
         load_gpu(str(p))
     assert "\n" not in str(e.value)
     assert all(s.process_nm is not None for s in list_gpus())  # every shipped spec names its node
+
+
+@pytest.mark.parametrize(("name", "meant"), [("h2000", "h200"), ("a10O", "a100-pcie-40gb")])
+def test_an_unknown_gpu_name_close_to_one_names_it(name: str, meant: str) -> None:
+    with pytest.raises(UnknownGPUError, match=rf"unknown GPU '{name}' \(did you mean '{meant}'\?\)"):
+        load_gpu(name)
+    assert load_gpu(meant).key == meant

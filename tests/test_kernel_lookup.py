@@ -155,3 +155,15 @@ def test_a_spec_on_the_search_path_wins_over_a_shipped_file_of_the_same_stem(tmp
     assert load_gpu("tesla-t4").name == "My T4" and load_gpu("t4") is t4  # the user's file has no alias t4
     monkeypatch.delenv(GPU_PATH_ENV)
     assert load_gpu("tesla-t4") is t4
+
+
+@pytest.mark.parametrize("name", ["MatVec", "matvc"])
+def test_an_unknown_kernel_name_close_to_one_names_it(name: str) -> None:
+    with pytest.raises(UnknownKernelError, match=r"unknown kernel '\w+' \(did you mean 'matvec'\?\)"):
+        load_kernel(name)
+
+
+def test_a_name_close_to_none_gets_no_guess() -> None:
+    with pytest.raises(UnknownKernelError) as e:
+        load_kernel("zzqx")
+    assert "did you mean" not in str(e.value)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 from sklearn.pipeline import Pipeline
 
+from hybridperf.errors import HybridperfError
 from hybridperf.hardware import load_gpu
 from hybridperf.kernel import KernelDescriptor, resolve_kernels
 from hybridperf.learn.baseline import BASELINE_COLUMN, GROUP_COLUMNS, baseline_column, size_groups
@@ -32,7 +34,7 @@ from hybridperf.learn.predict import (
 from hybridperf.learn.uncertainty import fit_intervals
 from hybridperf.progress import task
 from hybridperf.rowcheck import RowCheck, check_column_names, drop_bad_rows, drop_rows
-from hybridperf.sweep import param_columns, size_metric, training_rows
+from hybridperf.sweep import param_columns, size_metric, training_rows, validate_sweep
 
 __all__ = ["BOOSTER_PARAMS", "EXTRAPOLATION_COLUMNS", "TrainedModel", "check_prediction_rows", "fit_model",
            "half_width_column", "load_model", "make_model", "model_kernels", "predict_rows", "predict_spread",
@@ -196,12 +198,29 @@ def save_model(model: TrainedModel, path: str | Path) -> Path:
 
 def load_model(path: str | Path) -> TrainedModel:
     """Read a model file (see :meth:`TrainedModel.load`)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise HybridperfError(f"load_model takes a model file's path, got {type(path).__name__}")
     return TrainedModel.load(path)
 
 
 def size_bands(rows: pd.DataFrame) -> np.ndarray | None:
     """Problem-size bands of the rows (the default out-of-fold groups), None without size columns."""
     return size_groups(size_metric(rows)) if param_columns(rows, "size.") else None
+
+
+def _training_input(sweep: Any, groups: Any) -> tuple[pd.DataFrame, pd.Series | None]:
+    """(the ok rows of ``sweep``, checked as a sweep file is (a missing status is "ok"), ``groups`` as a Series
+    on their index), or a HybridperfError for a table that is no sweep or groups not one per ok row."""
+    if isinstance(sweep, pd.DataFrame) and "status" not in sweep.columns:
+        sweep = sweep.assign(status="ok")
+    ok_rows = training_rows(validate_sweep(sweep, source="training sweep", check_names=False))
+    if groups is None:
+        return ok_rows, None
+    labels = np.asarray(groups)
+    if labels.ndim != 1 or len(labels) != len(ok_rows):
+        raise HybridperfError(f"groups holds {labels.size} labels for {len(ok_rows)} runs with status ok and "
+                              "time_ms > 0; give one label per such run, in their order")
+    return ok_rows, pd.Series(labels, index=ok_rows.index)
 
 
 def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hybrid", coverage: float | None = 0.9,
@@ -233,7 +252,8 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     weighting : ``throughput`` (fast configurations of each problem weigh most, for ranking) or
         ``uniform`` (see :func:`make_model`).
     """
-    rows = drop_bad_rows(training_rows(sweep), kernels, strict=strict, what="training runs")
+    ok_rows, groups = _training_input(sweep, groups)
+    rows = drop_bad_rows(ok_rows, kernels, strict=strict, what="training runs")
     kernels = resolve_kernels(rows["kernel"].astype(str).unique(), kernels)
     check_column_names(rows, kernels, what="training runs")
     with task(f"train: analytical features of {len(rows)} runs"):
@@ -246,8 +266,7 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
         feats = feats.loc[feasible]
     y = rows["time_ms"].to_numpy(dtype=np.float64)
     pipe = make_model(baseline=baseline, mode=mode, coverage=coverage, random_state=random_state, weighting=weighting)
-    if groups is None:
-        groups = size_bands(rows)
+    groups = size_bands(rows) if groups is None else groups.loc[rows.index].to_numpy()
     params = dict(booster_params or {})
     tuning: dict[str, Any] = {}
     if tune_trials and mode in ("hybrid", "boosting"):

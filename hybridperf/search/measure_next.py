@@ -17,7 +17,7 @@ from hybridperf.search.ensemble import FeaturePool
 from hybridperf.search.loop import LoopOptions, next_batch
 from hybridperf.search.prior import make_prior
 from hybridperf.search.replay import Comparison, Trajectory, compare_strategies, replay, replay_pool, replay_prior
-from hybridperf.sweep import training_rows
+from hybridperf.sweep import param_columns, training_rows
 
 __all__ = ["MAX_SPACE_ROWS", "Comparison", "Suggestion", "Trajectory", "compare_strategies", "replay", "replay_pool",
            "replay_prior", "space_candidates", "suggest_next", "update", "write_picks"]
@@ -79,6 +79,9 @@ def _match(candidates: pd.DataFrame, measured: pd.DataFrame) -> npt.NDArray[np.i
 
 
 def _measured_log_times(measured: pd.DataFrame) -> npt.NDArray[np.float64]:
+    if "time_ms" not in measured.columns:
+        raise HybridperfError("the measured runs have no time_ms column; give each run's time in ms (a failed run: "
+                              "status failed, time_ms empty)")
     status = measured["status"].astype(str).to_numpy() if "status" in measured.columns else \
         np.full(len(measured), "ok")
     t = pd.to_numeric(measured["time_ms"], errors="coerce").to_numpy(dtype=np.float64)
@@ -193,13 +196,17 @@ def update(model_or_training_sweep: TrainedModel | pd.DataFrame, measured: pd.Da
            **train_kwargs: Any) -> TrainedModel:
     """Retrain including new measurements.
 
-    Given the training sweep, the model is retrained on it plus ``measured``. A model file does
+    Given the training sweep, the model is retrained on it plus ``measured`` (a configuration measured again
+    replaces its training run). A model file does
     not keep its training rows, so given a TrainedModel the old model's knowledge is carried over
     as pseudo-measurements: its predictions on up to ``pseudo_rows`` unmeasured ``candidates``
     (required then) are trained on together with the real measurements (knowledge distillation).
     """
     if isinstance(model_or_training_sweep, pd.DataFrame):
-        return train_model(pd.concat([model_or_training_sweep, measured], ignore_index=True), **train_kwargs)
+        both = pd.concat([model_or_training_sweep, measured], ignore_index=True)
+        # A configuration measured again replaces its training run (a sweep holds one row per configuration).
+        key = ["kernel", "gpu", *param_columns(both)]
+        return train_model(both.drop_duplicates(subset=key, keep="last"), **train_kwargs)
     if candidates is None:
         raise HybridperfError("update(model, measured) needs candidates=... (rows to carry the old model's "
                               "predictions over) because a model file keeps no training rows; or pass the "

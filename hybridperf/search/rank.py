@@ -388,6 +388,8 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
         on_front, in_top_k, register_spill[, memory_bound]), the counts of every stage and what
         pruning dropped.
     """
+    if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
+        raise HybridperfError(f"top must be a whole number >= 1 (the candidates shown), got {top!r}")
     desc = load_kernel(kernel, known=None if model is None else model.descriptors)
     spec = load_gpu(gpu)
     us = user_space(desc, sizes, restrict=space_overrides, candidates=configs)

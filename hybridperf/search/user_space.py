@@ -210,6 +210,18 @@ def _candidates(kernel: KernelDescriptor, table: Any, given: Mapping[str, float]
     return cfg, sizes
 
 
+def _values(name: str, values: Any) -> tuple[float, ...]:
+    """A restriction's values (one value or a list of them) as floats, or a HybridperfError naming the parameter."""
+    try:
+        arr = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise HybridperfError(f"the values allowed for {name} must be numbers (e.g. {name}=[64, 128]), got "
+                              f"{values!r}") from None
+    if arr.ndim != 1 or not len(arr):
+        raise HybridperfError(f"the values allowed for {name} must be a flat, non-empty list, got {values!r}")
+    return tuple(float(x) for x in arr)
+
+
 def user_space(kernel: KernelDescriptor | str, values: Mapping[str, Any] | None = None, *,
                restrict: Mapping[str, Sequence[float]] | None = None,
                candidates: pd.DataFrame | None = None) -> UserSpace:
@@ -235,7 +247,7 @@ def user_space(kernel: KernelDescriptor | str, values: Mapping[str, Any] | None 
     """
     desc = load_kernel(kernel)
     given, fixes = _split(desc, values or {})
-    restrict = {k: tuple(float(x) for x in v) for k, v in (restrict or {}).items()}
+    restrict = {k: _values(k, v) for k, v in (restrict or {}).items()}
     both = sorted(set(fixes) & set(restrict))
     if both:
         raise HybridperfError(f"{both[0]} is both fixed (--set) and restricted (--space); give one")

@@ -124,10 +124,21 @@ def test_space_candidates_enumerate_a_restricted_space() -> None:
         space_candidates(str(DESCRIPTOR), GPU, SIZES, space_overrides={**SMALL, "BX": [3]})
 
 
+def test_measured_runs_without_times_are_refused(model, small_sweep) -> None:
+    cands = rank_configs(model, DESCRIPTOR, GPU, SIZES, space_overrides=SMALL, pareto=False, top=50).rows()
+    measured = small_sweep.merge(cands.iloc[:5], on=list(cands.columns)).drop(columns="time_ms")
+    with pytest.raises(HybridperfError, match="the measured runs have no time_ms column"):
+        suggest_next(model, cands, measured, batch=4, seed=0)
+
+
 def test_update_retrains_with_the_new_rows(model, small_sweep) -> None:
     train = _measured(small_sweep, 80, seed=4)
-    new = _measured(small_sweep, 20, seed=5)
+    new = _measured(small_sweep.drop(train.index), 20, seed=5)  # runs not in the training sweep
     m = update(train, new, booster_params={"n_estimators": 20, "n_jobs": 1}, coverage=None)
+    assert m.metadata["n_rows"] == 100
+    # a configuration measured again replaces its training run (the training table must stay a sweep)
+    again = train.head(10).assign(time_ms=train.head(10)["time_ms"] * 1.1)
+    m = update(train, pd.concat([new, again]), booster_params={"n_estimators": 20, "n_jobs": 1}, coverage=None)
     assert m.metadata["n_rows"] == 100
     with pytest.raises(HybridperfError, match="needs candidates"):
         update(model, new)

@@ -206,3 +206,20 @@ def test_candidates_as_a_mapping_or_records_are_a_table() -> None:
     for given in ({"BLOCK": [64, 128]}, [{"BLOCK": 64}, {"BLOCK": 128}]):
         res = rank_configs(None, "matvec", "h200", {"N": 8192}, configs=given)
         pd.testing.assert_frame_equal(res.candidates, want.candidates)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"top": 2.5}, "top must be a whole number >= 1"),
+    ({"top": 0}, "top must be a whole number >= 1"),
+    ({"space_overrides": {"BLOCK": "abc"}}, "the values allowed for BLOCK must be numbers"),
+    ({"space_overrides": {"BLOCK": []}}, "the values allowed for BLOCK must be a flat, non-empty list"),
+])
+def test_arguments_of_the_wrong_kind_are_named(kwargs, message: str) -> None:
+    """Each was a TypeError from inside (slice indices, iterating an int) before."""
+    with pytest.raises(HybridperfError, match=message):
+        rank_configs(None, "matvec", "h200", {"N": 8192}, **kwargs)
+
+
+def test_one_allowed_value_may_be_given_alone() -> None:
+    res = rank_configs(None, "matvec", "h200", {"N": 8192}, space_overrides={"BLOCK": 128})
+    assert list(res.candidates["config.BLOCK"]) == [128]

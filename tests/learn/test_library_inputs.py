@@ -77,3 +77,35 @@ def test_train_model_refuses_a_misspelt_parameter_column() -> None:
     with pytest.raises(HybridperfError, match=r"training runs: column 'config.BLOK' is no parameter of .*did you "
                                               r"mean config.BLOCK\?"):
         train_model(sweep.rename(columns={"config.BLOCK": "config.BLOK"}))
+
+
+def _titanv_matvec() -> pd.DataFrame:
+    from hybridperf.datasets import load_dataset
+
+    runs = load_dataset("titanv-seed004")
+    return runs[runs["kernel"] == "seed004-matvec"]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda r: r.drop(columns="size.N"), r"training sweep: duplicate configurations \(same kernel, gpu\) \(17 rows"),
+    (lambda r: r.drop(columns="kernel"), "training sweep: missing column 'kernel'"),
+    (lambda r: r.rename(columns={"size.N": "N"}), "unknown column 'N'"),
+])
+def test_train_model_checks_its_table_as_a_sweep_file_is_checked(change, message: str) -> None:
+    """Without size.N the 17 matvec runs (N = 256 .. 65536) all trained at the default N = 4096; without a kernel
+    column a KeyError."""
+    with pytest.raises(HybridperfError, match=message):
+        train_model(change(_titanv_matvec()), booster_params={"n_estimators": 5})
+
+
+def test_train_model_groups_are_one_per_ok_run() -> None:
+    runs = _titanv_matvec()
+    with pytest.raises(HybridperfError, match="groups holds 40 labels for 17 runs"):
+        train_model(runs, groups=np.arange(40), booster_params={"n_estimators": 5})
+    # a table without status is a table of ok runs
+    train_model(runs.drop(columns=["status", "reason"]), groups=np.arange(17) // 6, booster_params={"n_estimators": 5})
+
+
+def test_load_model_takes_a_path() -> None:
+    with pytest.raises(HybridperfError, match="load_model takes a model file's path, got NoneType"):
+        load_model(None)  # type: ignore[arg-type]

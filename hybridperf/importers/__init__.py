@@ -5,7 +5,7 @@ import inspect
 import json
 import math
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,22 @@ def _descriptor_option(options: dict[str, Any], allowed: list[str]) -> dict[str,
     return {"name": desc.name, "path": str(text), "sha256": desc.sha256}
 
 
+def _check_size_option(rows: pd.DataFrame, sizes: Mapping[str, float] | None, source: str | Path) -> None:
+    """A SweepError where ``sizes=`` names a size that a kernel of the rows with a descriptor has not (its column
+    would be carried along and read by nothing: the kernel kept its default size unsaid)."""
+    from hybridperf.kernel import load_kernel
+
+    for name in sorted(rows["kernel"].astype(str).unique()) if sizes else ():
+        try:
+            desc = load_kernel(name)
+        except HybridperfError:
+            continue  # no descriptor yet: its sizes are whatever the user names
+        unknown = [k for k in sizes if k not in desc.size_names]  # type: ignore[union-attr]
+        if unknown:
+            raise SweepError(f"{source}: sizes= names {unknown[0]!r}, no size of kernel {name} (its sizes: "
+                             f"{', '.join(desc.size_names) or 'none'}); drop it or give the kernel's own")
+
+
 def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | None = None,
                  known_kernels: Iterable[str] | None = None, known_gpus: Iterable[str] | None = None,
                  strict: bool = False, **options: Any) -> pd.DataFrame:
@@ -185,6 +201,7 @@ def import_sweep(source: str | Path, fmt: str, *, provenance: dict[str, Any] | N
             raise SweepError(f"{source}: device {device!r} ({n} rows) has no spec: {why}{tail}")
     out = validate_sweep(df, source=str(source), known_kernels=kernels, known_gpus=gpus or None)
     out = drop_bad_rows(out, strict=strict, what=f"rows of {source}", names=False).reset_index(drop=True)
+    _check_size_option(out, options.get("sizes"), source)
     if descriptor is not None:
         prov["descriptor"] = descriptor
     from hybridperf import __version__

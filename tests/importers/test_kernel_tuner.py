@@ -195,3 +195,12 @@ def test_export_without_repeats_says_time_is_the_median(tmp_path) -> None:
     assert sorted(e["time"] for e in doc["cache"].values() if not isinstance(e["time"], str)) == \
         sorted(ok["time_ms"].tolist())
     assert not any("times" in e for e in doc["cache"].values())
+
+
+def test_a_size_the_kernel_has_not_is_refused() -> None:
+    """sizes={'K': 4096} on a convolution cache added a size.K column that nothing reads; the kernel kept its
+    default W and H unsaid."""
+    with pytest.raises(SweepError, match=r"sizes= names 'K', no size of kernel kt-convolution \(its sizes: W, H\)"):
+        import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner", sizes={"K": 4096})
+    out = import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner", sizes={"W": 4096})
+    assert (out["size.W"] == 4096).all()

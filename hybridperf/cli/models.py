@@ -128,10 +128,11 @@ def _print_predictions(out: Any, params: list[str], defaults: dict[str, Any], co
     print_table(show, order + ["out_of_domain", "ood_reason", "regime", "limiter"])
     print_note(f"pred_lo_ms..pred_hi_ms: {percent_text(cov)} conformal interval; out_of_domain: outside the "
                "training range or unseen values" + ("; time_ms: measured, from --rows" if measured else ""))
-    infeasible = int((~out["feasible"].to_numpy(dtype=bool)).sum())
-    if infeasible:  # a time of "-": a constraint of the descriptor or the occupancy rule; analyze names which
-        print_note(f"{infeasible} row(s) infeasible (no time): a constraint of the kernel or no block fitting on an "
-                   "SM; 'hybridperf analyze' with the same --kernel, --gpu and --set names which")
+    why = out.loc[~out["feasible"].to_numpy(dtype=bool), "infeasible_reason"].value_counts()
+    if len(why):  # a time of "-"
+        print_note(f"{int(why.sum())} row(s) infeasible (no time): "
+                   + "; ".join(f"{reason} ({n})" for reason, n in why.head(3).items())
+                   + (f"; {len(why) - 3} more reasons (see --csv)" if len(why) > 3 else ""))
     if defaults:
         print_note(f"(default): the descriptor's value, used because no {source} gave one: "
                    + ", ".join(f"{param_name(k)}={v:g}" for k, v in defaults.items()))

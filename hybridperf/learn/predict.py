@@ -268,6 +268,27 @@ def _times_and_intervals(model: TrainedModel, rows: pd.DataFrame, X: Any, reason
     return pred, lo, hi, widths
 
 
+def _infeasible_reasons(model: TrainedModel, rows: pd.DataFrame, feasible: np.ndarray,
+                        kernels: Mapping[str, KernelDescriptor] | None) -> np.ndarray:
+    """Why each row the constraints or the occupancy calculator rule out cannot launch ('' for the others), as
+    ``analyze`` says it (computed again for those rows only)."""
+    from hybridperf.analytical.run import analyze
+    from hybridperf.kernel import resolve_kernels
+    from hybridperf.learn.features import descriptor_params
+
+    out = np.full(len(rows), "", dtype=object)
+    pos = np.flatnonzero(~feasible)
+    if not pos.size:
+        return out
+    bad = rows.iloc[pos].reset_index(drop=True)
+    descs = model_kernels(model, bad, kernels)[1]
+    for (kernel, gpu), idx in bad.groupby(["kernel", "gpu"], sort=False).indices.items():
+        desc = resolve_kernels([str(kernel)], descs)[str(kernel)]
+        params = descriptor_params(desc, bad.iloc[idx]).reset_index(drop=True)
+        out[pos[idx]] = analyze(desc, str(gpu), params, models=("occupancy",)).reason
+    return out
+
+
 def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None = None, *,
                  features: pd.DataFrame | None = None, kernels: Mapping[str, KernelDescriptor] | None = None,
                  levels: Sequence[float] = (), check: bool = True) -> pd.DataFrame:
@@ -276,7 +297,8 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     ``rows`` holds kernel, gpu, size.* and config.* columns (no time needed); ``features`` may pass
     their precomputed :func:`analytical_features`. Kernel names find the descriptors the model was
     trained with, then ``kernels``, then the lookup (:func:`model_kernels`). Infeasible rows get NaN
-    times and ``feasible = False`` with the occupancy/constraint reason left to ``analyze``. The
+    times, ``feasible = False`` and the reason in ``infeasible_reason`` (the constraint broken or the occupancy
+    limit exceeded, as ``analyze`` names it; '' on feasible rows). The
     reason columns are those of :func:`hybridperf.learn.domain.out_of_domain`, with
     ``out_of_domain`` (any reason) and ``ood_reason`` (a sentence); the interval widens with each
     reason (see ConformalIntervals). A kernel the model never trained on is predicted with the
@@ -303,6 +325,7 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     out["regime"] = _labels(feats["regime"], REGIMES)
     out["limiter"] = _labels(feats["limiter"], _LIMITER_NAMES)
     out["feasible"] = feats["feasible"].to_numpy() > 0
+    out["infeasible_reason"] = _infeasible_reasons(model, rows, out["feasible"].to_numpy(), kernels)
     text = reason_text(reasons, rows["kernel"], rows["gpu"])
     out["out_of_domain"] = [bool(t) for t in text]
     out["ood_reason"] = text

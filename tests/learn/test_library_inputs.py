@@ -109,3 +109,16 @@ def test_train_model_groups_are_one_per_ok_run() -> None:
 def test_load_model_takes_a_path() -> None:
     with pytest.raises(HybridperfError, match="load_model takes a model file's path, got NoneType"):
         load_model(None)  # type: ignore[arg-type]
+
+
+def test_an_infeasible_row_says_why(model) -> None:
+    """Its reason was left to 'hybridperf analyze'; the same sentence analyze gives, on that row only."""
+    from hybridperf.analytical.run import analyze
+
+    rows = pd.DataFrame({"kernel": "kt-convolution", "gpu": "titan-v", "size.W": 4096, "size.H": 4096,
+                         "config.block_size_x": 256, "config.block_size_y": [2, 8]})
+    out = predict_rows(model, rows)
+    assert list(out["feasible"]) == [True, False] and np.isnan(out["time_ms"].iloc[1])
+    want = analyze("kt-convolution", "titan-v", {"W": 4096, "H": 4096, "block_size_x": 256, "block_size_y": 8})
+    assert out["infeasible_reason"].tolist() == ["", want.reason[0]]
+    assert "block_size_x * block_size_y <= 1024" in want.reason[0]

@@ -44,6 +44,8 @@ SPEC_KEYS = (
 # Datasheet values a spec may leave out (None then): the board power, which bounds the clock a part sustains, and
 # the process node, from which the energy per instruction of the power cap defaults.
 OPTIONAL_SPEC_KEYS = ("tdp_w", "process_nm")
+# The per-SM limit that may be 0: shared memory the driver reserves per block.
+_MAY_BE_ZERO = ("reserved_smem_per_block_bytes",)
 MODEL_KEYS = (
     "dram_latency_cycles", "departure_delay_coal_cycles", "departure_delay_uncoal_cycles",
     "fp_latency_cycles", "avg_inst_latency_cycles", "issue_cycles", "l1_hit_latency_cycles",
@@ -113,6 +115,12 @@ class GPUSpec:
     block_launch_cycles: float | None = None
 
     def __post_init__(self) -> None:
+        # Sizes and granularities the occupancy calculator divides by or fits blocks into (0 divided by zero, or
+        # made every launch "ok" with no time); the shared memory reserved per block may be 0.
+        zero = [k for k in CC_INT_KEYS if k not in _MAY_BE_ZERO and getattr(self.limits, k) < 1]
+        if zero:
+            raise SpecError(f"{self.path or self.name}: limits.{zero[0]} must be at least 1, got "
+                            f"{getattr(self.limits, zero[0])}")
         for key, (value, why) in _optional_defaults(self).items():
             if getattr(self, key) is None and value is not None:  # frozen: fill once, and say where it came from
                 object.__setattr__(self, key, value)

@@ -15,7 +15,7 @@ import pandas as pd
 from hybridperf.errors import HybridperfError
 from hybridperf.files import atomic_write
 
-__all__ = ["check_one_pair", "evaluation_plot", "pareto_plot", "prediction_plot", "save_figure"]
+__all__ = ["check_plottable", "evaluation_plot", "pareto_plot", "prediction_plot", "save_figure"]
 
 _FORMATS = ("png", "svg", "pdf")
 _MAX_CURVES = 8
@@ -57,27 +57,30 @@ def _x_column(table: pd.DataFrame) -> str:
     return varying[0]
 
 
-def check_one_pair(table: pd.DataFrame) -> None:
-    """A HybridperfError unless every row is of one kernel on one GPU (what :func:`prediction_plot` draws)."""
+def check_plottable(table: pd.DataFrame) -> tuple[str, list[str], list[Any]]:
+    """(the x parameter, the other varying ones, the curves' groups) of what :func:`prediction_plot` draws, or a
+    HybridperfError, before anything is written: rows of several (kernel, GPU) pairs, no range of a parameter, or
+    more than eight curves."""
     pairs = table[["kernel", "gpu"]].drop_duplicates()
     if len(pairs) > 1:
         raise HybridperfError(f"--plot draws one kernel on one GPU; the rows hold {len(pairs)} (kernel, GPU) pairs "
                               f"(e.g. {pairs.iloc[0, 0]} on {pairs.iloc[0, 1]}, {pairs.iloc[1, 0]} on "
                               f"{pairs.iloc[1, 1]}): plot a file of one pair, or drop --plot")
-
-
-def prediction_plot(table: pd.DataFrame, path: str | Path, *, coverage: float | None = None) -> Path:
-    """The predicted time (``pred_ms``) over the most varied parameter, with the ``pred_lo_ms``..``pred_hi_ms``
-    band and the measured ``time_ms`` where the table has it; one curve per value of the other varying
-    parameters (at most eight)."""
-    check_one_pair(table)
-    plt = _pyplot()
     x = _x_column(table)
     others = [c for c in _params(table) if c != x and table[c].nunique() > 1]
     groups = list(table.groupby(others, sort=True)) if others else [((), table)]
     if len(groups) > _MAX_CURVES:
         raise HybridperfError(f"--plot draws at most {_MAX_CURVES} curves; {len(groups)} combinations of "
                               f"{', '.join(o.split('.', 1)[1] for o in others)} vary: fix all but one parameter")
+    return x, others, groups
+
+
+def prediction_plot(table: pd.DataFrame, path: str | Path, *, coverage: float | None = None) -> Path:
+    """The predicted time (``pred_ms``) over the most varied parameter, with the ``pred_lo_ms``..``pred_hi_ms``
+    band and the measured ``time_ms`` where the table has it; one curve per value of the other varying
+    parameters (at most eight)."""
+    x, others, groups = check_plottable(table)
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.0, 4.6))
     for i, (key, g) in enumerate(groups):
         g = g.sort_values(x)

@@ -47,12 +47,17 @@ _ROW_REASONS = {"finite": "{name} is not a finite number", "min": "{name} is bel
                 "values": "{name} is not an allowed value"}
 
 
-def _param_problems(name: str, p: Param, v: np.ndarray, present: bool) -> list[tuple[np.ndarray, str, np.ndarray]]:
-    """(bad mask, reason, values) for one parameter's column ``v`` (NaN where a row leaves it empty)."""
-    out = []
+def _param_problems(name: str, p: Param, raw: pd.Series, present: bool, size: bool
+                    ) -> list[tuple[np.ndarray, str, np.ndarray]]:
+    """(bad mask, reason, values) for one parameter's column ``raw`` (all empty where not ``present``). A cell
+    that is text, not a number, is refused; an empty one takes the parameter's default, except a size's (the
+    column says the rows give their problem size, and a default would stand in for it unsaid)."""
+    v = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
     missing = np.isnan(v)
-    if p.default is None:
-        out.append((missing, f"{name} is {'empty' if present else 'missing'} and has no default", v))
+    out = [(missing & raw.notna().to_numpy(), f"{name} is not a number", v)]
+    if p.default is None or (size and present):
+        why = "no default" if p.default is None else "a size is never taken from the descriptor's default"
+        out.append((missing, f"{name} is {'empty' if present else 'missing'} ({why})", v))
     v = np.where(missing, p.default if p.default is not None else np.nan, v)
     given = ~np.isnan(v)
     out.extend((given & mask, _ROW_REASONS[rule].format(name=name, p=p), v) for mask, rule in p.broken(v))
@@ -69,9 +74,8 @@ def _kernel_rows(desc: KernelDescriptor, rows: pd.DataFrame, bad: np.ndarray, re
         cols.setdefault(param_name(c), c)
     for name, p in desc.parameters.items():
         col = cols.get(name)
-        v = (pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=np.float64) if col is not None
-             else np.full(len(rows), np.nan))
-        for mask, reason, values in _param_problems(name, p, v, col is not None):
+        raw = rows[col] if col is not None else pd.Series(np.nan, index=rows.index)
+        for mask, reason, values in _param_problems(name, p, raw, col is not None, name in desc.size_names):
             new = mask & ~bad
             if new.any():
                 reason = f"{desc.name}: {reason}"

@@ -165,3 +165,17 @@ def test_an_unknown_gpu_name_close_to_one_names_it(name: str, meant: str) -> Non
     with pytest.raises(UnknownGPUError, match=rf"unknown GPU '{name}' \(did you mean '{meant}'\?\)"):
         load_gpu(name)
     assert load_gpu(meant).key == meant
+
+
+@pytest.mark.parametrize("key", ["warp_size", "warp_alloc_granularity", "register_alloc_unit", "smem_alloc_unit_bytes",
+                                 "max_threads_per_block"])
+def test_a_zero_limit_is_refused(tmp_path: Path, key: str) -> None:
+    """warp_size / warp_alloc_granularity = 0 divided by zero (exit 70); the allocation units = 0 made every launch
+    'ok' with no time."""
+    text = Path(load_gpu("titan-v").path).read_text()
+    p = tmp_path / "zero.toml"
+    p.write_text(text + f'\n[limits]\n{key} = {{ value = 0, source = "x" }}\n')
+    with pytest.raises(SpecError, match=rf"limits.{key} must be at least 1, got 0"):
+        load_gpu(p)
+    p.write_text(text + '\n[limits]\nreserved_smem_per_block_bytes = { value = 0, source = "x" }\n')
+    assert load_gpu(p).limits.reserved_smem_per_block_bytes == 0

@@ -10,11 +10,12 @@ from hybridperf.rowcheck import check_rows, drop_bad_rows
 
 
 def rows() -> pd.DataFrame:
-    # seed004-matvec: N >= 1, BLOCK in 32..1024 (powers of two); BLOCK has a default, N too.
+    # seed004-matvec: N >= 1, BLOCK in 32..1024 (powers of two); BLOCK has a default (the empty cell of the last
+    # row takes it), N too (but an empty size cell is refused: test_an_empty_size_or_a_text_value_is_refused).
     return pd.DataFrame({
         "kernel": ["seed004-matvec"] * 6 + ["nope", "seed004-matvec"],
         "gpu": ["titan-v"] * 5 + ["gtx-9999", "titan-v", "titan-v"],
-        "size.N": [1024, 0, 2048, 4096, np.nan, 1024, 1, 512],
+        "size.N": [1024, 0, 2048, 4096, 8192, 1024, 1, 512],
         "config.BLOCK": [256, 256, 300, 100, 128, 64, 32, np.nan],
     })
 
@@ -40,6 +41,19 @@ def test_skipped_with_a_warning_or_refused_when_strict() -> None:
         drop_bad_rows(rows(), strict=True)
     with pytest.raises(HybridperfError, match="nothing left to use"):
         drop_bad_rows(rows().iloc[[1, 2]])
+
+
+def test_an_empty_size_or_a_text_value_is_refused() -> None:
+    """Both took the descriptor's default before (N = 4096, BLOCK = 256): a training run at the wrong size, a
+    config 'big' ranked as BLOCK = 256. An empty config cell still takes its default (importers leave a
+    parameter a source did not vary empty; predictions flag it as defaulted)."""
+    table = pd.DataFrame({"kernel": "seed004-matvec", "gpu": "titan-v", "size.N": [1024, np.nan, 2048, "4096"],
+                          "config.BLOCK": [256, 256, "big", np.nan]})
+    check = check_rows(table)
+    assert list(check.ok) == [True, False, False, True]
+    assert check.reasons[1] == ("seed004-matvec: N is empty (a size is never taken from the descriptor's "
+                                "default)")
+    assert check.reasons[2] == "seed004-matvec: BLOCK is not a number"
 
 
 def test_without_names_only_known_kernels_parameters_are_checked() -> None:

@@ -84,9 +84,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
         out.insert(2 + len(params), col, value)
         params.append(col)
     if args.plot:  # refused before any output is written
-        from hybridperf.plots import check_one_pair
+        from hybridperf.plots import check_plottable
 
-        check_one_pair(out)
+        check_plottable(out)
     if args.output:
         write_table(out, args.output, attrs={"coverage": cov, "defaults": defaults})
     if args.plot:

@@ -160,6 +160,10 @@ def _explicit(kernel: KernelDescriptor, table: pd.DataFrame) -> pd.DataFrame:
     for p in kernel.config:
         col = (pd.to_numeric(named[p.name], errors="coerce").to_numpy(dtype=np.float64) if p.name in named
                else np.full(len(table), np.nan))
+        text = np.isnan(col) & named[p.name].notna().to_numpy() if p.name in named else np.zeros(len(col), bool)
+        if text.any():
+            raise DescriptorError(f"{kernel.name}: the candidates' {p.name} holds {named[p.name][text].iloc[0]!r} "
+                                  f"in {int(text.sum())} rows, not a number; fix the column")
         if np.isnan(col).any():
             if p.default is None:
                 raise DescriptorError(f"{kernel.name}: the candidates lack a value of {p.name} in "

@@ -215,3 +215,13 @@ def test_analyze_names_the_baseline_a_gpu_without_runs_is_predicted_from(model_p
     captured = capsys.readouterr()
     assert (f"has no runs of seed004-matvec on h100-sxm, so it corrects the hierarchical time (the {own} time on "
             "the GPUs it trained seed004-matvec on)") in " ".join((captured.out + captured.err).split())
+
+
+def test_a_plot_it_cannot_draw_leaves_the_output_file_alone(model_path: str, tmp_path: Path, capsys) -> None:
+    """The -o file was replaced before --plot found no range of a parameter to draw."""
+    out = tmp_path / "keep.csv"
+    out.write_text("precious")
+    assert main(["predict", "-m", model_path, "--kernel", "matvec", "--set", "N=2048", "-o", str(out),
+                 "--plot", str(tmp_path / "p.png")]) == 2
+    assert "needs a range of one parameter" in capsys.readouterr().err
+    assert out.read_text() == "precious" and not (tmp_path / "p.png").exists()

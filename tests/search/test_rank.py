@@ -223,3 +223,12 @@ def test_arguments_of_the_wrong_kind_are_named(kwargs, message: str) -> None:
 def test_one_allowed_value_may_be_given_alone() -> None:
     res = rank_configs(None, "matvec", "h200", {"N": 8192}, space_overrides={"BLOCK": 128})
     assert list(res.candidates["config.BLOCK"]) == [128]
+
+
+def test_a_candidate_value_that_is_no_number_is_refused() -> None:
+    """'big' was ranked as the default BLOCK = 256; an empty cell still takes the default."""
+    with pytest.raises(DescriptorError, match=r"the candidates' BLOCK holds 'big' in 1 rows, not a number"):
+        rank_configs(None, "matvec", "h200", {"N": 8192}, configs=pd.DataFrame({"config.BLOCK": [64, "big"]}))
+    res = rank_configs(None, "matvec", "h200", {"N": 8192},
+                       configs=pd.DataFrame({"config.BLOCK": [64, None], "size.N": 8192}))
+    assert sorted(res.candidates["config.BLOCK"]) == [64, 256]

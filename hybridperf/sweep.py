@@ -167,6 +167,10 @@ def _check(source: str, bad: np.ndarray | pd.Series, what: str, fix: str) -> Non
 
 def _numeric(df: pd.DataFrame, col: str, source: str) -> pd.Series:
     s = df[col]
+    if pd.api.types.is_datetime64_any_dtype(s) or pd.api.types.is_timedelta64_dtype(s):
+        # pandas reads them as integer nanoseconds: a duration in time_ms was taken 10^6x too slow
+        raise _fail(source, f"column {col!r} holds {'durations' if pd.api.types.is_timedelta64_dtype(s) else 'dates'}"
+                            f", not numbers", "store plain numbers (times as milliseconds)")
     if pd.api.types.is_bool_dtype(s):
         return s.astype("int64")
     if pd.api.types.is_numeric_dtype(s):

@@ -193,3 +193,13 @@ def test_summary_and_noise_floor() -> None:
 def test_temp_files_are_hidden_and_cleaned(tmp_path) -> None:
     write_sweep(validate_sweep(sweep(), **KNOWN), tmp_path / "a.parquet")
     assert os.listdir(tmp_path) == ["a.parquet"]
+
+
+@pytest.mark.parametrize("convert", [lambda t: pd.to_timedelta(t, unit="ms"), lambda t: pd.to_datetime(t, unit="ms")])
+def test_durations_and_dates_are_no_times(convert) -> None:
+    """A Parquet time_ms stored as a duration read as integer nanoseconds: 10^6x too slow, trained with exit 0."""
+    from hybridperf.datasets import load_dataset
+
+    runs = load_dataset("titanv-seed004").head(5)
+    with pytest.raises(SweepError, match="column 'time_ms' holds (durations|dates), not numbers"):
+        validate_sweep(runs.assign(time_ms=convert(runs["time_ms"])))

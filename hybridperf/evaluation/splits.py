@@ -62,7 +62,10 @@ def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2
             cal = rng.choice(pos[test], size=min(calibration_runs, int(test.sum()) - 1), replace=False)
             test[cal] = False
     elif split == "S5":
-        k = max(2, int(round(budget_fraction * n)))
+        if n < 3:
+            raise HybridperfError(f"split S5 samples at least 2 training runs and tests the rest; the data hold {n} "
+                                  "ok runs: give three or more")
+        k = min(max(2, int(round(budget_fraction * n))), n - 1)
         train = rng.choice(n, size=k, replace=False)
         test = np.ones(n, dtype=bool)
         test[train] = False

@@ -51,6 +51,24 @@ def estimator_to_dict(est: HybridRegressor) -> dict[str, Any]:
     }
 
 
+def _check_columns(est: HybridRegressor) -> None:
+    """A ModelFileError where the estimator names a column its features have not, or holds offset tables for
+    other group columns than it has (an edited file: predict failed with a ValueError or an IndexError)."""
+    try:
+        base = est._baseline_index()
+        groups = est._group_indices()
+        for column in (est.unseen_baseline_column, est.transfer_baseline_column):
+            if column is not None:
+                est._indices([column])
+    except (ValueError, TypeError, IndexError):
+        raise ModelFileError("model file estimator names a baseline, group or transfer column that is not among its "
+                             "features; retrain the model") from None
+    uses = est.mode == "calibrated" or (est.group_columns is not None and base is not None)
+    if uses and len(est.group_offsets_) != len(groups) or len(est.transfer_offsets_) > max(len(groups) - 1, 0):
+        raise ModelFileError(f"model file offset tables ({len(est.group_offsets_)} group, {len(est.transfer_offsets_)} "
+                             f"transfer) do not match its {len(groups)} group columns; retrain the model")
+
+
 def estimator_from_dict(cls: type[HybridRegressor], doc: Any) -> HybridRegressor:
     """The fitted estimator :func:`estimator_to_dict` described; a ModelFileError if malformed."""
     if not isinstance(doc, dict) or not isinstance(doc.get("params"), dict):
@@ -88,6 +106,7 @@ def estimator_from_dict(cls: type[HybridRegressor], doc: Any) -> HybridRegressor
     if names and len(names) != n or not (len(est.feature_min_) == len(est.feature_max_)
                                          == len(est.extrapolation_mask_) == n):
         raise ModelFileError(f"model file per-feature arrays do not match its {n} features; retrain the model")
+    _check_columns(est)
     if est.transfer_kernels_:
         try:  # the column the kernels' transfer fit predicts from, and the group columns that name the kernels
             est._indices([est.transfer_baseline_column])

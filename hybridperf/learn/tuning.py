@@ -29,6 +29,20 @@ def suggest_booster_params(trial: Any) -> dict[str, Any]:
     }
 
 
+def _check_study_file(path: Path) -> None:
+    """A HybridperfError unless ``path`` is absent, empty or an SQLite file (optuna's study storage)."""
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise HybridperfError(f"--study {path}: not a file; name the SQLite file an earlier --study wrote, or a new "
+                              "one")
+    with path.open("rb") as f:
+        head = f.read(16)
+    if head and head != b"SQLite format 3\x00":
+        raise HybridperfError(f"--study {path}: not an SQLite file (the optuna study an earlier --study wrote); name "
+                              "that file or a new one")
+
+
 def tune_booster(X: pd.DataFrame, y: np.ndarray, *, baseline_column: str | None, n_trials: int,
                  template: HybridRegressor | None = None,
                  storage: str | Path | None = None, study_name: str = "hybridperf", groups: np.ndarray | None = None,
@@ -54,6 +68,8 @@ def tune_booster(X: pd.DataFrame, y: np.ndarray, *, baseline_column: str | None,
 
     if n_trials < 1:
         raise HybridperfError(f"--tune needs a positive number of trials, got {n_trials}")
+    if storage is not None:
+        _check_study_file(Path(storage))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     url = None if storage is None else f"sqlite:///{Path(storage).resolve()}"
     study = optuna.create_study(direction="minimize", study_name=study_name, storage=url, load_if_exists=True,

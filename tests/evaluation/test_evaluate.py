@@ -91,3 +91,15 @@ def test_metrics_against_hand_computation() -> None:
     assert m["median_ape"] == pytest.approx(10)
     s = topk_scores(np.array(["x"] * 3), pred=np.array([3.0, 1.0, 2.0]), meas=np.array([1.0, 2.0, 4.0]), ks=(1, 2))
     assert s["top1"] == pytest.approx(0.5) and s["top2"] == pytest.approx(0.5)
+
+
+def test_s5_on_too_few_runs_says_so() -> None:
+    """One ok run: numpy's 'Cannot take a larger sample than population' (exit 70); two: no test row."""
+    from hybridperf.datasets import load_dataset
+
+    runs = load_dataset("titanv-seed004")
+    for n in (1, 2):
+        with pytest.raises(HybridperfError, match=rf"the data hold {n} ok runs: give three or more"):
+            split_indices(runs.head(n), "S5")
+    train, test = split_indices(runs.head(3), "S5", budget_fraction=0.99)
+    assert len(train) == 2 and len(test) == 1

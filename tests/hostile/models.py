@@ -70,6 +70,9 @@ REHASHED: dict[str, Callable[[dict[str, Any]], None]] = {
     "transfer_kernels_str": _set("estimator.transfer_kernels_", ["seed004-matvec"]),
     "transfer_column_oob": _set("estimator.params.transfer_baseline_column", 10**6),
     "transfer_column_null": _set("estimator.params.transfer_baseline_column", None),
+    # a column the features have not, and offset tables for other group columns (predict: ValueError, IndexError)
+    "baseline_column_name": _set("estimator.params.baseline_column", "nope"),
+    "group_offsets_empty": _set("estimator.group_offsets_", []),
     "neg_oof": _set("estimator.oof_abs_log_errors_", [-1.0, 0.5]),
     "str_oof": _set("estimator.oof_abs_log_errors_", ["x"]),
     "huge_int_oof": _set("estimator.oof_abs_log_errors_", [10**400, 0.5]),  # an int no float holds

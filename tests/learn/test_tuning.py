@@ -36,3 +36,15 @@ def test_bad_trial_count() -> None:
     X, y = _data()
     with pytest.raises(HybridperfError, match="positive number of trials"):
         tune_booster(X, y, baseline_column=None, n_trials=0)
+
+
+def test_a_study_file_that_is_no_sqlite_is_refused(tmp_path: Path) -> None:
+    """optuna raised sqlite3.DatabaseError (exit 70) on a text file; the file is left as it was."""
+    X, y = _data()
+    text = tmp_path / "notes.db"
+    text.write_text("my notes\n")
+    with pytest.raises(HybridperfError, match="not an SQLite file"):
+        tune_booster(X, y, baseline_column=None, n_trials=1, storage=text)
+    assert text.read_text() == "my notes\n"
+    with pytest.raises(HybridperfError, match="not a file"):
+        tune_booster(X, y, baseline_column=None, n_trials=1, storage=tmp_path)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridperf.descriptor import FORMAT_VERSION, KernelDescriptor, Param, check_space
-from hybridperf.errors import DescriptorError
+from hybridperf.errors import DescriptorError, FormulaError
 from hybridperf.formula import FUNCTION_NAMES, Formula, compile_formula
 from hybridperf.inputs import read_input
 from hybridperf.limits import MAX_TOML_BYTES
@@ -71,6 +71,10 @@ def _params(path: str | Path, doc: dict[str, Any], section: str) -> tuple[Param,
             if not isinstance(values, list) or not values:
                 raise DescriptorError(f"{path}: [{section}].{name}.values must be a non-empty list")
             values = tuple(_num(path, f"[{section}].{name}.values", v) for v in values)
+            twice = sorted({v for v in values if values.count(v) > 1})
+            if twice:  # each configuration would be enumerated, ranked and measured as often
+                raise DescriptorError(f"{path}: [{section}].{name}.values lists {twice[0]:.15g} more than once; "
+                                      "list each value once")
         default = spec.get("default")
         default = None if default is None else _num(path, f"[{section}].{name}.default", default)
         if values is not None and default is not None and default not in values:
@@ -103,11 +107,23 @@ def _formulas(path: str | Path, doc: dict[str, Any],
     if missing:
         raise DescriptorError(f"{path}: missing formula {missing[0]}; see docs/kernel-descriptor-format.md")
     launch = {k: compile_formula(launch_t[k], where=f"{path} [launch].{k}", allowed=allowed) for k in LAUNCH_KEYS}
-    allowed = allowed | set(LAUNCH_KEYS) | set(REQUIRED_COUNTS)
+    # Each count may use the launch values and the counts before it, in the order they are computed (a count
+    # naming itself or a later one compiled, then failed as "formula needs parameter 'comp_insts'").
+    allowed = allowed | set(LAUNCH_KEYS)
     counts: dict[str, Formula] = {}
-    for k in REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS):
+    order = REQUIRED_COUNTS + tuple(OPTIONAL_COUNTS)
+    for k in order:
         if k in counts_t:
-            counts[k] = compile_formula(counts_t[k], where=f"{path} [counts].{k}", allowed=allowed)
+            try:
+                counts[k] = compile_formula(counts_t[k], where=f"{path} [counts].{k}", allowed=allowed)
+            except FormulaError:
+                later = [c for c in order[order.index(k):] if re.search(rf"\b{c}\b", str(counts_t[k]))]
+                if not later:
+                    raise
+                raise DescriptorError(f"{path}: [counts].{k} uses {later[0]}, a count computed "
+                                      f"{'by this formula' if later[0] == k else 'after it'}; a count may use the "
+                                      f"parameters, [derived] and [launch] values and the counts before it (in "
+                                      f"the order {', '.join(order)})") from None
         allowed.add(k)
     return launch, counts
 

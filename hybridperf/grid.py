@@ -48,7 +48,8 @@ def _range_count(part: str) -> tuple[float, float, str, int]:
     step = _number(step_s, part)
     if step <= 0:
         raise HybridperfError(f"range {part!r} needs a step > 0, e.g. 1024:8192:1024")
-    return start, stop, step_s, max(0, _count((stop + step / 2 - start) / step, math.ceil))
+    # Counted from the distance, not stop + step / 2 (which a float cannot hold beyond 2^53: 1e16:1e16 gave none).
+    return start, stop, step_s, 0 if stop < start else _count((stop - start) / step + 1e-9, math.floor) + 1
 
 
 def _count(x: float, rounding: Callable[[float], int]) -> int:
@@ -65,7 +66,7 @@ def _expand(start: float, stop: float, step_s: str) -> list[float]:
             v *= factor
         return out
     step = float(step_s)
-    return np.arange(start, stop + step / 2, step).tolist()
+    return (start + step * np.arange(_range_count(f"{start!r}:{stop!r}:{step_s}")[3])).tolist()
 
 
 def parse_values(text: str, max_values: int = MAX_GRID_ROWS) -> list[float]:

@@ -35,6 +35,9 @@ FORMAT_VERSION = 1
 STATUSES = ("ok", "failed", "invalid")
 PREFIXES = ("size.", "config.", "counter.", "info.")
 _REQUIRED = ("kernel", "gpu", "time_ms", "status")
+# Times a kernel run can take (ms): a nanosecond to 28 hours. The recorded data span 0.01 .. 10,400 ms; a time
+# far outside was stored in another unit, and the model's offsets would leave the range a model file holds.
+MIN_TIME_MS, MAX_TIME_MS = 1e-6, 1e8
 _SPREAD = ("time_std_ms", "time_min_ms", "time_max_ms")
 _BASE_ORDER = ("kernel", "gpu", "time_ms", "repeats", *_SPREAD, "status", "reason")
 
@@ -343,6 +346,10 @@ def _validate(df: pd.DataFrame, source: str, kernels: set[str] | None, gpus: set
     t = out["time_ms"].to_numpy()
     _check(source, ok & ~(np.isfinite(t) & (t > 0)), "missing, non-finite or non-positive time_ms on ok rows",
            "record a positive time in ms or set status to failed/invalid with a reason")
+    with np.errstate(invalid="ignore"):
+        _check(source, ok & ((t < MIN_TIME_MS) | (t > MAX_TIME_MS)),
+               f"time_ms outside {MIN_TIME_MS:g} .. {MAX_TIME_MS:g} ms (1 ns .. 28 hours) on ok rows",
+               "check the unit of the times (import --option time_unit=us|s|ns)")
     _check(source, ~ok & ~(np.isnan(t) | (np.isfinite(t) & (t > 0))),
            "non-positive or infinite time_ms on failed/invalid rows",
            "leave time_ms empty (NaN) when there is no valid measurement")

@@ -149,3 +149,48 @@ def test_derived_quantities_feed_launch_and_counts(tmp_path: Path) -> None:
     bad.write_text(text.replace("[derived]", '[space]\nconstraints = ["BLOCK <= rows"]\n\n[derived]'))
     with pytest.raises(DescriptorError, match=r"constraints\[0\] uses the \[derived\] quantity 'rows'.*write its"):
         load_kernel(str(bad))
+
+
+@pytest.mark.parametrize(("formula", "message"), [
+    ("comp_insts + 1", r"\[counts\].comp_insts uses comp_insts, a count computed by this formula"),
+    ("fp_insts + 1", r"\[counts\].comp_insts uses fp_insts, a count computed after it"),
+])
+def test_a_count_may_use_only_the_counts_before_it(tmp_path, formula: str, message: str) -> None:
+    """Both compiled and then failed as "formula needs parameter 'comp_insts'; pass it (--set comp_insts=...)",
+    which --set then refused as an unknown parameter."""
+    from hybridperf.kernel import load_kernel
+
+    path = tmp_path / "k.toml"
+    path.write_text(f"""format_version = 1
+name = "test-order"
+[sizes]
+N = {{ default = 1024, min = 1 }}
+[launch]
+threads_per_block = "256"
+blocks = "ceil(N / 256)"
+registers_per_thread = "16"
+smem_per_block_bytes = "0"
+[counts]
+comp_insts = "{formula}"
+coal_mem_insts = "2"
+uncoal_mem_insts = "0"
+fp_insts = "4"
+dram_bytes = "8 * N"
+""")
+    with pytest.raises(DescriptorError, match=message):
+        load_kernel(path)
+    path.write_text(path.read_text().replace(f'comp_insts = "{formula}"', 'comp_insts = "10"').replace(
+        'fp_insts = "4"', 'fp_insts = "comp_insts / 2"'))
+    assert load_kernel(path).profile({"N": 1024}).fp_insts == 5
+
+
+def test_a_value_listed_twice_is_refused(tmp_path) -> None:
+    """values = [256, 256, 256] enumerated, ranked and suggested the same configuration three times."""
+    from hybridperf.kernel import load_kernel
+
+    text = Path(load_kernel("matvec").path).read_text()
+    path = tmp_path / "twice.toml"
+    path.write_text(text.replace("values = [32, 64, 128, 256, 512, 1024]", "values = [32, 64, 256, 256]"))
+    assert path.read_text() != text
+    with pytest.raises(DescriptorError, match=r"\[config\].BLOCK.values lists 256 more than once"):
+        load_kernel(path)

@@ -203,3 +203,13 @@ def test_durations_and_dates_are_no_times(convert) -> None:
     runs = load_dataset("titanv-seed004").head(5)
     with pytest.raises(SweepError, match="column 'time_ms' holds (durations|dates), not numbers"):
         validate_sweep(runs.assign(time_ms=convert(runs["time_ms"])))
+
+
+@pytest.mark.parametrize("time_ms", [1e-300, 1e300, 5e-7])
+def test_times_no_kernel_takes_are_refused(time_ms: float) -> None:
+    """1e-300 ms trained and then failed to save ("transfer_offset_: -688.58 is less than the minimum of -100")."""
+    from hybridperf.datasets import load_dataset
+
+    runs = load_dataset("titanv-seed004").head(5)
+    with pytest.raises(SweepError, match=r"time_ms outside 1e-06 \.\. 1e\+08 ms .* check the unit"):
+        validate_sweep(runs.assign(time_ms=[time_ms] + list(runs["time_ms"].iloc[1:])))

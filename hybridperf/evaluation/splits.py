@@ -23,6 +23,16 @@ SPLIT_DESCRIPTIONS = {
 }
 
 
+def _s5_test(n: int, budget_fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """S5's test mask: all but a random ``budget_fraction`` of the ``n`` runs (at least 2 trained, 1 tested)."""
+    if n < 3:
+        raise HybridperfError(f"split S5 samples at least 2 training runs and tests the rest; the data hold {n} "
+                              "ok runs: give three or more")
+    test = np.ones(n, dtype=bool)
+    test[rng.choice(n, size=min(max(2, int(round(budget_fraction * n))), n - 1), replace=False)] = False
+    return test
+
+
 def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2, train_max_size: float | None = None,
                   size_fraction: float = 0.25, holdout: str | None = None, calibration_runs: int = 0,
                   budget_fraction: float = 0.01, seed: int = 0,
@@ -62,13 +72,7 @@ def split_indices(sweep: pd.DataFrame, split: str, *, test_fraction: float = 0.2
             cal = rng.choice(pos[test], size=min(calibration_runs, int(test.sum()) - 1), replace=False)
             test[cal] = False
     elif split == "S5":
-        if n < 3:
-            raise HybridperfError(f"split S5 samples at least 2 training runs and tests the rest; the data hold {n} "
-                                  "ok runs: give three or more")
-        k = min(max(2, int(round(budget_fraction * n))), n - 1)
-        train = rng.choice(n, size=k, replace=False)
-        test = np.ones(n, dtype=bool)
-        test[train] = False
+        test = _s5_test(n, budget_fraction, rng)
     else:
         raise HybridperfError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
     if test.all() and split in ("S3", "S4", "S6"):

@@ -223,7 +223,7 @@ def _values(name: str, values: Any) -> tuple[float, ...]:
                               f"{values!r}") from None
     if arr.ndim != 1 or not len(arr):
         raise HybridperfError(f"the values allowed for {name} must be a flat, non-empty list, got {values!r}")
-    return tuple(float(x) for x in arr)
+    return tuple(dict.fromkeys(float(x) for x in arr))  # a value given twice is one value (not ranked twice)
 
 
 def user_space(kernel: KernelDescriptor | str, values: Mapping[str, Any] | None = None, *,

@@ -232,3 +232,8 @@ def test_a_candidate_value_that_is_no_number_is_refused() -> None:
     res = rank_configs(None, "matvec", "h200", {"N": 8192},
                        configs=pd.DataFrame({"config.BLOCK": [64, None], "size.N": 8192}))
     assert sorted(res.candidates["config.BLOCK"]) == [64, 256]
+
+
+def test_a_value_given_twice_is_ranked_once() -> None:
+    res = rank_configs(None, "matvec", "h200", {"N": 8192}, space_overrides={"BLOCK": [32, 32, 64]})
+    assert sorted(res.candidates["config.BLOCK"]) == [32, 64]

@@ -20,6 +20,10 @@ def _options(items: list[str], maps: list[str] | None) -> dict[str, Any]:
         bad = [m for m in maps if "=" not in m]
         if bad:
             raise HybridperfError(f"--map {bad[0]!r}: write SOURCE=DEST, e.g. --map n=size.N")
+        sources = [m.split("=", 1)[0] for m in maps]
+        twice = sorted({c for c in sources if sources.count(c) > 1})
+        if twice:
+            raise HybridperfError(f"--map names column {twice[0]!r} twice; map each source column once")
         options["mapping"] = dict(m.split("=", 1) for m in maps)
     return options
 

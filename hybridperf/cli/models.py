@@ -190,7 +190,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(f"log RMSE of {args.model} over {cal.n_runs} runs: {cal.log_rmse_before:.3f} -> {cal.log_rmse_after:.3f}")
     if cal.at_bounds:
         bounds = DEFAULT_BOUNDS[args.model]
-        print("warning: " + ", ".join(f"{n} ended at its bound ({bounds[n][0]:g}..{bounds[n][1]:g})"
+        print("hybridperf: warning: " + ", ".join(f"{n} ended at its bound ({bounds[n][0]:g}..{bounds[n][1]:g})"
                                       for n in cal.at_bounds)
               + ": these runs do not pin it down, or the model misses what it stands in for; check the spec's "
               "predictions before using it (--param fits only the parameters named)", file=sys.stderr)

@@ -157,8 +157,9 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     if args.output:
         write_picks(sug, args.output)
     if sug.n_ignored:  # on stderr, whatever the output: --json and --csv keep stdout for the data
-        print(f"note: {sug.n_ignored} of the {len(measured)} --measured rows are not candidates of this problem "
-              "(another size, GPU or kernel, or a configuration outside the space) and were left out", file=sys.stderr)
+        print(f"hybridperf: note: {sug.n_ignored} of the {len(measured)} --measured rows are not candidates of this "
+              "problem (another size, GPU or kernel, or a configuration outside the space) and were left out",
+              file=sys.stderr)
     if args.json:
         stop = sug.stop
         dump_json({"prior": sug.prior, "stop": None if stop is None else stop.stop,

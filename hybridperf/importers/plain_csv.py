@@ -1,6 +1,7 @@
 """Plain CSV files with a column mapping and a time unit to sweeps."""
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -31,6 +32,12 @@ def _renamed(t: pd.DataFrame, mapping: dict[str, str], drop: list[str], source: 
         if name not in t.columns:
             raise SweepError(f"{source}: column {name!r} named in mapping/drop is not in the file "
                              f"(have {', '.join(t.columns[:8])}); fix the name")
+    for name, dest in mapping.items():
+        prefix, _, rest = str(dest).partition(".")
+        if dest not in _BASE and not (f"{prefix}." in PREFIXES and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", rest)):
+            raise SweepError(f"{source}: mapping {name}={dest!r} names no sweep column; map to kernel, gpu, time_ms, "
+                             "status, reason or size.NAME / config.NAME / counter.NAME / info.NAME (NAME: letters, "
+                             "digits and _)")
     t = t.drop(columns=drop).rename(columns=mapping)
     if len(set(t.columns)) != len(t.columns):
         raise SweepError(f"{source}: the mapping gives two columns the same name; map each to a distinct column")

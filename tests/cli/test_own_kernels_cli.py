@@ -155,3 +155,12 @@ def test_predict_set_names_a_counter_described_kernel_as_trained_and_sizes_it_by
     row = pd.read_csv(pd.io.common.StringIO(out)).iloc[0]
     assert row["kernel"] == "aiwc-csr-csr" and not row["ood_kernel"]
     assert row["ood_size_factor"] > 20 and "outside the trained range" in row["ood_reason"]
+
+
+def test_a_column_mapped_twice_is_refused(capsys, tmp_path: Path, monkeypatch) -> None:
+    """--map n=size.N --map n=size.M kept the last silently."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.csv").write_text("n,t_us\n1024,10\n2048,20\n")
+    code, _, err = run(capsys, "import", "r.csv", "--format", "csv", "-o", "o.csv", "--map", "n=size.N", "--map",
+                       "n=size.M", "--map", "t_us=time_ms", "--option", "kernel=matvec", "--option", "gpu=h200")
+    assert code == 2 and "--map names column 'n' twice" in err and not (tmp_path / "o.csv").exists()

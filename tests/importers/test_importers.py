@@ -191,6 +191,10 @@ def test_plain_csv_errors(tmp_path) -> None:
     with pytest.raises(SweepError, match="unknown time unit"):
         import_sweep(tmp_path / "r.csv", "csv", mapping={"t": "time_ms", "n": "size.N"}, kernel="k", gpu="titan-v",
                      time_unit="min")
+    # 'size.N=x' (--map n=size.N=x) became a column no kernel reads, and N its default
+    for dest in ("size.N=x", "size.", "sizes.N", "config.2x"):
+        with pytest.raises(SweepError, match=rf"mapping n={dest!r} names no sweep column"):
+            import_sweep(tmp_path / "r.csv", "csv", mapping={"t": "time_ms", "n": dest}, kernel="k", gpu="titan-v")
 
 
 def test_import_api(tmp_path) -> None:

@@ -183,6 +183,11 @@ def _name(where: str | Path, doc: dict[str, Any]) -> str:
     name = doc.get("name")
     if not isinstance(name, str) or not name:
         raise DescriptorError(f"{where}: missing name; add name = \"...\"")
+    return check_name(name, where)
+
+
+def check_name(name: str, where: str | Path) -> str:
+    """``name`` if it may name a kernel (sweep rows carry it), else a DescriptorError saying what a name holds."""
     if not _NAME.fullmatch(name) or name.lower().endswith(".toml"):
         raise DescriptorError(f"{where}: name {name[:40]!r} must start with a letter or digit and hold only letters, "
                               "digits and - _ . + (sweep rows carry it; a path is not a name)")

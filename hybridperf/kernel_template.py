@@ -86,6 +86,9 @@ def descriptor_template(name: str, data: pd.DataFrame | None = None, description
     from ``data`` (a sweep: size.* columns become sizes with their largest value as default, config.*
     columns config parameters with the values recorded and the commonest as default), else one size N
     and one BLOCK; launch and count formulas are placeholders to replace, each commented."""
+    from hybridperf.descriptor_file import check_name
+
+    check_name(name, "kernels new")
     sizes = _size_lines(data)
     config, skipped = _config_lines(data)
     threads, blocks = _launch(sizes, config)
@@ -109,7 +112,7 @@ def descriptor_template(name: str, data: pd.DataFrame | None = None, description
         "",
     ])
     try:
-        desc = parse_kernel_text(text, f"template for {name!r}")
+        desc = parse_kernel_text(text, "the template")
         if all(p.default is not None for p in desc.sizes + desc.config):
             desc.profile({})
     except HybridperfError as exc:

@@ -124,8 +124,9 @@ def _size_names(t: pd.DataFrame, path: Path) -> list[str]:
                  and c not in ("OPName", "Latency", "Device")]
     bad = first_non_numeric(t, size_cols + list(_COUNTERS) + ["Latency"])
     if bad is not None:
-        raise SweepError(f"{path}: non-numeric values in column {bad[0]!r} ({bad[1]} rows); "
-                         "a column NeuSight does not define is read as a size parameter")
+        hint = ("; a column NeuSight does not define is read as a size parameter" if bad[0] in size_cols else
+                "; fix the file (NeuSight records numbers there)")
+        raise SweepError(f"{path}: non-numeric values in column {bad[0]!r} ({bad[1]} rows){hint}")
     return size_cols
 
 

@@ -164,3 +164,11 @@ def test_a_column_mapped_twice_is_refused(capsys, tmp_path: Path, monkeypatch) -
     code, _, err = run(capsys, "import", "r.csv", "--format", "csv", "-o", "o.csv", "--map", "n=size.N", "--map",
                        "n=size.M", "--map", "t_us=time_ms", "--option", "kernel=matvec", "--option", "gpu=h200")
     assert code == 2 and "--map names column 'n' twice" in err and not (tmp_path / "o.csv").exists()
+
+
+@pytest.mark.parametrize("name", ['a"b', "my kernel", "x.toml"])
+def test_kernels_new_names_what_a_kernel_name_holds(work, capsys, name: str) -> None:
+    """'a"b' read "cannot write a template for 'a"b': template for 'a"b': not valid TOML ...; fix the syntax"."""
+    code, _, err = run(capsys, "kernels", "new", name, "-o", "n.toml")
+    assert code == 2 and err.count("\n") == 1 and "must start with a letter or digit" in err
+    assert "TOML" not in err and not Path("n.toml").exists()

@@ -27,6 +27,8 @@ __all__ = ["OBJECTIVES", "PRUNE_MODES", "ChunkResult", "RankSpace", "Shortlist",
            "with_ryoo_metrics"]
 
 OBJECTIVES = ["efficiency", "utilization"]  # Ryoo et al. (seed 003 Eqs. 1-2), both maximised
+# Configurations of one tie (identical objectives) the front keeps: those of lowest index (see _tie_capped).
+TIE_CAP = 1000
 # union: Pareto front over Ryoo's metrics and the time, plus the model's top-k; ryoo: the paper's
 # two-metric front; none: every feasible configuration ranked by predicted time.
 PRUNE_MODES = ("union", "ryoo", "none")
@@ -156,6 +158,25 @@ def _nanmin(values: Sequence[float] | np.ndarray) -> float:
     return float(a.min()) if a.size else float("nan")
 
 
+def _tie_capped(obj: np.ndarray, on_front: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``on_front`` keeping, of each group of front rows with identical objectives, the TIE_CAP of lowest ``index``.
+
+    Ties stay on the front (seed 003 Fig. 6(b)), but parameters no count depends on multiply them: a descriptor
+    with four such parameters of 40 values each put 2.5M tied configurations on the front, past 3 GB. The
+    lowest indices of a tie are the same whatever the chunking, so merges stay exact."""
+    pos = np.flatnonzero(on_front)
+    if pos.size <= TIE_CAP:
+        return on_front
+    _, group = np.unique(obj[pos], axis=0, return_inverse=True)
+    order = np.lexsort((index[pos], group.ravel()))
+    g = group.ravel()[order]
+    first = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1]
+    rank = np.arange(g.size) - np.repeat(first, np.diff(np.r_[first, g.size]))
+    out = on_front.copy()
+    out[pos[order[rank >= TIE_CAP]]] = False
+    return out
+
+
 def _select(df: pd.DataFrame, space: RankSpace) -> Shortlist:
     """The shortlist of ``df``: the Pareto front over the mode's objectives, plus the ``n_top``
     fastest predicted (ties by index, so the choice is a total order and merges are exact)."""
@@ -167,7 +188,8 @@ def _select(df: pd.DataFrame, space: RankSpace) -> Shortlist:
         # A time a model cannot give (NaN) counts as the slowest, so it never dominates anything.
         obj = np.column_stack([df[c].to_numpy(dtype=np.float64) for c in OBJECTIVES]
                               + [np.where(np.isnan(t), np.inf, t) for t in times])
-        on_front = pareto_mask(obj, maximize=[True, True] + [False] * len(times))
+        on_front = _tie_capped(obj, pareto_mask(obj, maximize=[True, True] + [False] * len(times)),
+                               df["index"].to_numpy())
     if n and space.n_top:
         order = np.lexsort((df["index"].to_numpy(), df["time_ms"].to_numpy(dtype=np.float64)))  # NaN last
         in_top[order[:space.n_top]] = True

@@ -17,6 +17,7 @@ from hybridperf.kernel import KernelDescriptor, kernel_key, load_kernel
 from hybridperf.learn.shortlist import MIN_GROUP_RUNS, hit_probability
 from hybridperf.search.chunks import (
     OBJECTIVES,
+    TIE_CAP,
     RankSpace,
     analytical_time_column,
     config_rows,
@@ -295,6 +296,12 @@ def _notes(res: RankResult, space: RankSpace) -> list[str]:
     if np.isfinite(res.best_screened_ms) and not res.best_screened_ms >= kept:
         notes.append(f"bandwidth screening removed a configuration predicted at {res.best_screened_ms:.4g} ms, faster "
                      f"than the best kept ({kept:.4g} ms)")
+    front = res.candidates[res.candidates["on_front"]] if res.prune != "none" else res.candidates.iloc[:0]
+    objectives = [c for c in res.objectives if c in front.columns]
+    if len(front) >= TIE_CAP and front.groupby(objectives, dropna=False).size().max() >= TIE_CAP:
+        notes.append(f"the Pareto front holds ties of {TIE_CAP:,} or more configurations with identical objectives: "
+                     f"of each such tie the {TIE_CAP:,} of lowest index are kept (parameters that change no count "
+                     "multiply ties)")
     out_of_domain = int(res.candidates["out_of_domain"].sum())
     if out_of_domain:
         shown = int(res.table["out_of_domain"].sum())

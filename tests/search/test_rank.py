@@ -237,3 +237,33 @@ def test_a_candidate_value_that_is_no_number_is_refused() -> None:
 def test_a_value_given_twice_is_ranked_once() -> None:
     res = rank_configs(None, "matvec", "h200", {"N": 8192}, space_overrides={"BLOCK": [32, 32, 64]})
     assert sorted(res.candidates["config.BLOCK"]) == [32, 64]
+
+
+def test_a_huge_tie_on_the_front_keeps_its_lowest_indices_whatever_the_chunks(tmp_path) -> None:
+    """Parameters no count depends on multiply ties: a hostile descriptor put 2.5M tied configurations on the front
+    (3 GB). Of each tie the TIE_CAP of lowest index stay, the same for any chunking, and a note says so."""
+    from pathlib import Path
+
+    from hybridperf.kernel import load_kernel
+    from hybridperf.search.chunks import TIE_CAP
+
+    text = Path(load_kernel("matvec").path).read_text()
+    dummy = "[config]\nX0 = { values = %s, default = 0 }\nX1 = { values = %s, default = 0 }\n" % (
+        list(range(40)), list(range(40)))
+    path = tmp_path / "ties.toml"
+    path.write_text(text.replace("[config]\n", dummy))
+    runs = [rank_configs(None, str(path), "titan-v", {"N": 4096}, prune="ryoo", top=5, chunk_rows=c)
+            for c in (700, 100_000)]
+    a, b = (r.candidates.sort_values("index").reset_index(drop=True) for r in runs)
+    pd.testing.assert_frame_equal(a, b)
+    front = a[a["on_front"]]
+    per_tie = front.groupby(["efficiency", "utilization"])["index"]
+    assert per_tie.size().max() == TIE_CAP < 40 * 40
+    assert all(any(f"ties of {TIE_CAP:,} or more" in n for n in r.notes) for r in runs)
+    # the kept ones are the lowest indices of their tie: brute force over the whole space
+    cfg, full = _all(load_kernel(path), {})
+    ok = full.feasible
+    keys = pd.DataFrame({"e": full.terms["ryoo"]["efficiency"], "u": full.terms["ryoo"]["utilization"]})[ok]
+    lowest = keys.assign(index=cfg.index[ok]).groupby(["e", "u"])["index"].apply(lambda s: sorted(s)[:TIE_CAP])
+    for (e, u), idx in per_tie:
+        assert sorted(idx) == lowest.loc[(e, u)]

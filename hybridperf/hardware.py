@@ -44,6 +44,12 @@ SPEC_KEYS = (
 # Datasheet values a spec may leave out (None then): the board power, which bounds the clock a part sustains, and
 # the process node, from which the energy per instruction of the power cap defaults.
 OPTIONAL_SPEC_KEYS = ("tdp_w", "process_nm")
+# Datasheet values no GPU lies outside of, by far (the shipped specs: clocks 706-2040 MHz, 57.6-4800 GB/s,
+# 336-66,900 GFLOP/s): a value outside was given in another unit (1.455 for a 1455 MHz clock made every time
+# 1000x slow) -> (low, high, the unit and an example).
+_PLAUSIBLE = {"core_clock_mhz": (50.0, 10_000.0, "MHz, e.g. 1455"), "dram_bandwidth_gbs": (1.0, 1e5, "GB/s, e.g. 900"),
+              "peak_fp32_gflops": (10.0, 1e7, "GFLOP/s, e.g. 14000"), "memory_gib": (0.0625, 1e5, "GiB, e.g. 32"),
+              "sm_count": (1.0, 10_000.0, "SMs, e.g. 80")}
 # The per-SM limit that may be 0: shared memory the driver reserves per block.
 _MAY_BE_ZERO = ("reserved_smem_per_block_bytes",)
 MODEL_KEYS = (
@@ -132,6 +138,10 @@ class GPUSpec:
             if not in_range(v, MAX_SPEC_VALUE) or not v > 0:
                 raise SpecError(f"{self.path or self.name}: {key} must be a positive finite number up to "
                                 f"{MAX_SPEC_VALUE:g}, got {str(v)[:30]}")
+            low, high, unit = _PLAUSIBLE.get(key, (0.0, MAX_SPEC_VALUE, ""))
+            if not low <= v <= high:
+                raise SpecError(f"{self.path or self.name}: spec.{key} = {v:g} lies outside {low:g} .. {high:g}, "
+                                f"which every GPU lies within; give it in {unit}")
 
     @property
     def warp_size(self) -> int:

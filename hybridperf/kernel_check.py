@@ -17,7 +17,7 @@ from hybridperf.profile import PROFILE_FIELDS
 from hybridperf.rowcheck import check_rows
 from hybridperf.sweep import param_columns
 
-__all__ = ["COUNTER_FIELDS", "DescriptorCheck", "check_descriptor"]
+__all__ = ["COUNTER_FIELDS", "SPACE_CHECKED", "DescriptorCheck", "check_descriptor"]
 
 # Counter columns (without the ``counter.`` prefix) that measure a descriptor field under another name:
 # Kernel Tuner's RegisterObserver records num_regs, this project's recorder local_bytes (the compiled function's
@@ -48,6 +48,10 @@ class DescriptorCheck:
     counters: pd.DataFrame | None = field(default=None)
 
 
+# Configurations `kernels check` evaluates every formula on (at the default sizes); larger spaces: the defaults.
+SPACE_CHECKED = 200_000
+
+
 def _unused(desc: KernelDescriptor) -> list[str]:
     used: set[str] = set()
     for f in [*desc.launch.values(), *desc.counts.values(), *desc.constraints]:
@@ -66,7 +70,25 @@ def _static_notes(desc: KernelDescriptor) -> list[str]:
     free = [p.name for p in desc.config if p.values is None]
     if free:
         notes.append(f"config parameter(s) {', '.join(free)} have no values list: rank needs --space for them")
+    elif not no_default:
+        _evaluate_space(desc, notes)
     return notes
+
+
+def _evaluate_space(desc: KernelDescriptor, notes: list[str]) -> None:
+    """Every configuration the constraints allow, at the default sizes, evaluates (a DescriptorError names the
+    field and the first configuration where a formula is not finite or negative: BLOCK - 32 in a divisor passed
+    the check at the default BLOCK and failed 'rank'); spaces over SPACE_CHECKED are left to a note."""
+    if desc.space_size() > SPACE_CHECKED:
+        notes.append(f"the formulas were evaluated at the defaults only: the space holds over {SPACE_CHECKED:,} "
+                     "configurations")
+        return
+    sizes = {p.name: p.default for p in desc.sizes}
+    for cfg in desc.config_space():
+        values = {**{k: np.full(len(cfg), v) for k, v in sizes.items()}, **{c: cfg[c].to_numpy() for c in cfg}}
+        ok = desc.constraint_mask(values)[0]
+        if ok.any():
+            desc.profile({k: np.broadcast_to(v, ok.shape)[ok] for k, v in values.items()})
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:

@@ -105,6 +105,10 @@ def read_provenance(path: str | Path) -> dict[str, Any]:
 
             check_input_file(path, error=SweepError, what="sweep file")
             meta = pq.read_schema(path).metadata or {}
+            version = meta.get(_META_FORMAT, str(FORMAT_VERSION).encode())
+            if version != str(FORMAT_VERSION).encode():
+                raise SweepError(f"{path}: sweep_format {version[:20].decode(errors='replace')}, this hybridperf "
+                                 f"reads {FORMAT_VERSION}; upgrade hybridperf, or rewrite the sweep with this one")
             raw = meta.get(_META_PROVENANCE)
             if raw:
                 check_json_size(raw, str(path))
@@ -124,6 +128,9 @@ def read_provenance(path: str | Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or not isinstance(doc.get("provenance", {}), dict):
         raise SweepError(f"{_sidecar(path)}: expected {{'sweep_format': 1, 'provenance': {{...}}}}; "
                          "rewrite it with write_sweep")
+    if doc.get("sweep_format", FORMAT_VERSION) != FORMAT_VERSION:
+        raise SweepError(f"{_sidecar(path)}: sweep_format {str(doc.get('sweep_format'))[:20]}, this hybridperf reads "
+                         f"{FORMAT_VERSION}; upgrade hybridperf, or rewrite the sweep with this one")
     _check_sidecar_hash(path, doc)
     return doc.get("provenance", {})
 

@@ -179,3 +179,20 @@ def test_a_zero_limit_is_refused(tmp_path: Path, key: str) -> None:
         load_gpu(p)
     p.write_text(text + '\n[limits]\nreserved_smem_per_block_bytes = { value = 0, source = "x" }\n')
     assert load_gpu(p).limits.reserved_smem_per_block_bytes == 0
+
+
+@pytest.mark.parametrize(("key", "value", "unit"), [("core_clock_mhz", 1.455, "MHz"),
+                                                    ("dram_bandwidth_gbs", 0.6528, "GB/s"),
+                                                    ("peak_fp32_gflops", 14.9, None)])
+def test_a_value_in_another_unit_is_refused(tmp_path: Path, key: str, value: float, unit: str | None) -> None:
+    """A clock of 1.455 (GHz given as MHz) or a bandwidth of 0.6528 (TB/s as GB/s) made every time ~1000x off."""
+    import re
+
+    text = Path(load_gpu("titan-v").path).read_text()
+    p = tmp_path / "unit.toml"
+    p.write_text(re.sub(rf"^({key}\s*=\s*\{{\s*value\s*=\s*)[\d.]+", rf"\g<1>{value}", text, count=1, flags=re.M))
+    if unit is None:  # 14.9 GFLOP/s is a slow part, not another unit: kept
+        assert load_gpu(p).peak_fp32_gflops == value
+        return
+    with pytest.raises(SpecError, match=rf"spec.{key} = {value:g} lies outside .* give it in {unit}"):
+        load_gpu(p)

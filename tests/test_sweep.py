@@ -213,3 +213,15 @@ def test_times_no_kernel_takes_are_refused(time_ms: float) -> None:
     runs = load_dataset("titanv-seed004").head(5)
     with pytest.raises(SweepError, match=r"time_ms outside 1e-06 \.\. 1e\+08 ms .* check the unit"):
         validate_sweep(runs.assign(time_ms=[time_ms] + list(runs["time_ms"].iloc[1:])))
+
+
+def test_a_sweep_of_another_format_version_is_refused(tmp_path) -> None:
+    """A sidecar saying sweep_format 2 was read as format 1."""
+    from hybridperf.datasets import load_dataset
+
+    path = write_sweep(load_dataset("titanv-seed004").head(3), tmp_path / "s.csv")
+    side = tmp_path / "s.csv.meta.json"
+    doc = json.loads(side.read_text())
+    side.write_text(json.dumps({**doc, "sweep_format": 2}))
+    with pytest.raises(SweepError, match="sweep_format 2, this hybridperf reads 1"):
+        read_sweep(path)

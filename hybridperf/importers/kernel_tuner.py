@@ -70,14 +70,16 @@ def _sizes(doc: dict[str, Any], kname: str, sizes: dict[str, float] | None,
     else:
         ps = doc.get("problem_size")
         values = [ps] if is_number(ps) else ps if isinstance(ps, list) else []
+        # Kernel Tuner writes 'callable' for a problem size computed by a function: no sizes then (sizes= gives them)
         if not all(is_number(v) for v in values):
             raise SweepError(f"{source}: problem_size must be a number or a list of numbers, got {ps!r}; "
                              "pass sizes={'N': ...} and fix the file")
         names = list(size_names) if size_names is not None else list(KERNELS.get(kname, ("", ()))[1])
         if values and len(names) != len(values):
-            if size_names is not None:
-                raise SweepError(f"{source}: size_names has {len(names)} names but problem_size has "
-                                 f"{len(values)} values; give one name per value")
+            if size_names is not None or names:
+                what = "size_names has" if size_names is not None else f"kernel {kname} has"
+                raise SweepError(f"{source}: {what} {len(names)} size names ({', '.join(names)}) but problem_size "
+                                 f"has {len(values)} values; give one name per value (size_names=, or sizes=)")
             names = [f"p{i}" for i in range(len(values))]
         out = dict(zip(names, values))
     out.update(sizes or {})

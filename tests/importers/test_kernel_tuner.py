@@ -204,3 +204,13 @@ def test_a_size_the_kernel_has_not_is_refused() -> None:
         import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner", sizes={"K": 4096})
     out = import_sweep(SWEEP_FIXTURES / "kt_convolution_a100.json", "kernel-tuner", sizes={"W": 4096})
     assert (out["size.W"] == 4096).all()
+
+
+def test_a_problem_size_of_other_length_than_the_kernels_sizes_is_refused(tmp_path) -> None:
+    """Four values for the convolution's W and H became size.p0 .. size.p3, read by nothing."""
+    doc = json.loads((SWEEP_FIXTURES / "kt_convolution_a100.json").read_text())
+    doc["problem_size"] = [4096, 4096, 2, 3]
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SweepError, match=r"kernel convolution_kernel has 2 size names \(W, H\) but problem_size has 4"):
+        import_sweep(path, "kernel-tuner")

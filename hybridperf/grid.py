@@ -48,8 +48,9 @@ def _range_count(part: str) -> tuple[float, float, str, int]:
     step = _number(step_s, part)
     if step <= 0:
         raise HybridperfError(f"range {part!r} needs a step > 0, e.g. 1024:8192:1024")
-    # Counted from the distance, not stop + step / 2 (which a float cannot hold beyond 2^53: 1e16:1e16 gave none).
-    return start, stop, step_s, 0 if stop < start else _count((stop - start) / step + 1e-9, math.floor) + 1
+    # The values start + i * step < stop + step / 2 (the stop included, robust to rounding), counted from the
+    # distance: stop + step / 2 is stop itself in a float beyond 2^53 (1e16:1e16 gave no value).
+    return start, stop, step_s, 0 if stop < start else _count((stop - start) / step + 0.5, math.ceil)
 
 
 def _count(x: float, rounding: Callable[[float], int]) -> int:

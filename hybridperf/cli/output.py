@@ -4,7 +4,8 @@ from __future__ import annotations
 # Tables for people are drawn by hybridperf.cli.render.
 import json
 import math
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ import pandas as pd
 
 from hybridperf.errors import UsageError
 
-__all__ = ["PREDICTED_NAMES", "clean", "dump_json", "predicted_names", "records", "short_regimes", "write_table"]
+__all__ = ["PREDICTED_NAMES", "clean", "dump_json", "dump_json_rows", "predicted_names", "records", "short_regimes",
+           "write_table"]
 
 # A prediction's columns as the command line shows and writes them, apart from measured ones (time_ms).
 PREDICTED_NAMES = {"time_ms": "pred_ms", "lo_ms": "pred_lo_ms", "hi_ms": "pred_hi_ms"}
@@ -43,6 +45,22 @@ def _default(o: Any) -> Any:
 def dump_json(obj: Any) -> None:
     """Print ``obj`` as indented JSON (NaN refused: pass values through :func:`clean`)."""
     print(json.dumps(obj, indent=2, default=_default, allow_nan=False))
+
+
+def dump_json_rows(head: Mapping[str, Any], rows: Iterable[Any], key: str = "rows") -> None:
+    """Print ``{**head, key: [rows...]}`` as :func:`dump_json` would, one row at a time: the rows may be a
+    generator, so a 100,000-row grid is never held as one string (``analyze --json`` took 4 GB)."""
+    out = sys.stdout
+    out.write("{\n")
+    for k, v in head.items():
+        out.write(f"  {json.dumps(str(k))}: " + json.dumps(v, indent=2, default=_default, allow_nan=False)
+                  .replace("\n", "\n  ") + ",\n")
+    out.write(f"  {json.dumps(key)}: [")
+    n = 0
+    for n, row in enumerate(rows, 1):
+        text = json.dumps(row, indent=2, default=_default, allow_nan=False).replace("\n", "\n    ")
+        out.write(("," if n > 1 else "") + "\n    " + text)
+    out.write("\n  ]\n}\n" if n else "]\n}\n")
 
 
 def predicted_names(table: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd.DataFrame:

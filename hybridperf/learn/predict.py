@@ -217,9 +217,7 @@ def _labels(codes: pd.Series, names: Mapping[Any, str]) -> np.ndarray:
 def _checked_request(model: Any, rows: Any, coverage: Any, levels: Sequence[Any], features: Any) -> pd.DataFrame:
     """The rows :func:`predict_rows` can predict (:func:`check_prediction_rows`), after a HybridperfError for
     arguments of the wrong kind."""
-    from hybridperf.learn.model import TrainedModel
-
-    if not isinstance(model, TrainedModel):
+    if not all(hasattr(model, a) for a in ("estimator", "features", "descriptors")):  # a TrainedModel
         raise HybridperfError(f"predict_rows: model must be a trained model (hybridperf.load_model(path) reads a "
                               f"model file), got {type(model).__name__}")
     if not isinstance(rows, pd.DataFrame):

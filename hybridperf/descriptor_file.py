@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,7 @@ def _params(path: str | Path, doc: dict[str, Any], section: str) -> tuple[Param,
             if not isinstance(values, list) or not values:
                 raise DescriptorError(f"{path}: [{section}].{name}.values must be a non-empty list")
             values = tuple(_num(path, f"[{section}].{name}.values", v) for v in values)
-            twice = sorted({v for v in values if values.count(v) > 1})
+            twice = sorted(v for v, n in Counter(values).items() if n > 1)
             if twice:  # each configuration would be enumerated, ranked and measured as often
                 raise DescriptorError(f"{path}: [{section}].{name}.values lists {twice[0]:.15g} more than once; "
                                       "list each value once")

@@ -399,9 +399,11 @@ def load_gpu(name_or_path: str | Path) -> GPUSpec:
         raise UnknownGPUError(f"device {text!r}: {entry['refuse']}")
     import difflib
 
-    near = difflib.get_close_matches(key, gpu_names(), n=1, cutoff=0.75) or difflib.get_close_matches(
-        key, sorted({n for s in (*_user_specs(), *_shipped()) for n in _names(s)}), n=1, cutoff=0.75)
-    hint = f" (did you mean {_by_name(near[0]).key!r}?)" if near and _by_name(near[0]) is not None else ""
+    near = difflib.get_close_matches(key, sorted({n for s in (*_user_specs(), *_shipped()) for n in _names(s)}),
+                                     n=1, cutoff=0.75)  # normalised names, as `key` is
+    found = _by_name(near[0]) if near else None
+    # Not "did you mean": the closest name may be another part (rtx-a5000 -> rtx-a6000), not a typo.
+    hint = f" (the closest name with a spec: {found.key!r})" if found is not None else ""
     raise UnknownGPUError(
         f"unknown GPU {text!r}{hint}; run 'hybridperf gpus' for the shipped names, pass a spec file path, or put "
         f"your spec's folder on ${GPU_PATH_ENV}"

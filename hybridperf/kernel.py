@@ -181,7 +181,8 @@ def _near(text: str, names: set[str]) -> str:
     import difflib
 
     lower = {n.lower(): n for n in sorted(names)}
-    near = difflib.get_close_matches(text.lower(), list(lower), n=1, cutoff=0.75)
+    # 0.8: a typo or a case slip (matvc, MatVec), not another kernel of a family (neusight-add is no neusight-bmm)
+    near = difflib.get_close_matches(text.lower(), list(lower), n=1, cutoff=0.8)
     return f" (did you mean {lower[near[0]]!r}?)" if near else ""
 
 

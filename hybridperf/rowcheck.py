@@ -75,7 +75,10 @@ def _kernel_rows(desc: KernelDescriptor, rows: pd.DataFrame, bad: np.ndarray, re
     for name, p in desc.parameters.items():
         col = cols.get(name)
         raw = rows[col] if col is not None else pd.Series(np.nan, index=rows.index)
-        for mask, reason, values in _param_problems(name, p, raw, col is not None, name in desc.size_names):
+        # A column no row of this kernel fills is absent for it: sweeps merged from sources that did not record
+        # a size (a Kernel Tuner cache) beside one that did leave it empty in the first's rows.
+        present = col is not None and bool(raw.notna().any())
+        for mask, reason, values in _param_problems(name, p, raw, present, name in desc.size_names):
             new = mask & ~bad
             if new.any():
                 reason = f"{desc.name}: {reason}"

@@ -54,6 +54,9 @@ def test_an_empty_size_or_a_text_value_is_refused() -> None:
     assert check.reasons[1] == ("seed004-matvec: N is empty (a size is never taken from the descriptor's "
                                 "default)")
     assert check.reasons[2] == "seed004-matvec: BLOCK is not a number"
+    # a size column no row of the kernel fills is absent for it (a sweep without sizes merged with one with them)
+    merged = pd.concat([table.iloc[[0]].assign(kernel="seed004-dot"), table.iloc[[0]].drop(columns="size.N")])
+    assert list(check_rows(merged.reset_index(drop=True)).ok) == [True, True]
 
 
 def test_without_names_only_known_kernels_parameters_are_checked() -> None:

@@ -88,7 +88,10 @@ def _numbers(name: str, values: Any) -> np.ndarray:
     try:
         return np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
-        shown = values.iloc[0] if isinstance(values, pd.Series) and len(values) else values
+        shown = values
+        if isinstance(values, pd.Series):  # the first cell that is no number
+            text = values.notna() & pd.to_numeric(values, errors="coerce").isna()
+            shown = values[text].iloc[0] if text.any() else values.iloc[0]
         raise HybridperfError(f"parameter {name}: {shown!r} is not a number (give numbers, e.g. {name}=4096)") from None
 
 

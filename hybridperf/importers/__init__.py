@@ -67,20 +67,29 @@ def _coerce(name: str, value: Any) -> Any:
     if name in _LIST_OPTIONS:
         return [v.strip() for v in value.split(",") if v.strip()]
     if name in _DICT_OPTIONS:
-        pairs = [item.partition("=") for item in value.split(",") if item.strip()]
-        if not pairs or any(not sep or not k.strip() for k, sep, _ in pairs):
-            raise SweepError(f"option {name}={value!r}: write NAME=VALUE pairs separated by commas")
-        if name == "mapping":
-            return {k.strip(): v.strip() for k, _, v in pairs}
-        try:
-            sizes = {k.strip(): float(v) for k, _, v in pairs}
-        except ValueError:
-            raise SweepError(f"option sizes={value!r}: every size needs a number, e.g. K=4096") from None
-        bad = [k for k, v in sizes.items() if not (math.isfinite(v) and v >= 0)]
-        if bad:
-            raise SweepError(f"option sizes={value!r}: size {bad[0]} must be a finite number >= 0, e.g. K=4096")
-        return sizes
+        return _pairs(name, value)
     return value
+
+
+def _pairs(name: str, value: str) -> dict[str, Any]:
+    """A dict option's text 'K=4096,M=2048' (sizes: numbers >= 0; mapping: column names), each name once."""
+    pairs = [item.partition("=") for item in value.split(",") if item.strip()]
+    if not pairs or any(not sep or not k.strip() for k, sep, _ in pairs):
+        raise SweepError(f"option {name}={value!r}: write NAME=VALUE pairs separated by commas")
+    keys = [k.strip() for k, _, _ in pairs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise SweepError(f"option {name}={value!r} names {twice[0]!r} twice; give each once")
+    if name == "mapping":
+        return {k.strip(): v.strip() for k, _, v in pairs}
+    try:
+        sizes = {k.strip(): float(v) for k, _, v in pairs}
+    except ValueError:
+        raise SweepError(f"option sizes={value!r}: every size needs a number, e.g. K=4096") from None
+    bad = [k for k, v in sizes.items() if not (math.isfinite(v) and v >= 0)]
+    if bad:
+        raise SweepError(f"option sizes={value!r}: size {bad[0]} must be a finite number >= 0, e.g. K=4096")
+    return sizes
 
 
 def _names_option(value: Iterable[str] | str | None) -> list[str] | None:

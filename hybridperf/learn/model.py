@@ -231,6 +231,10 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
                 weighting: str = "throughput") -> TrainedModel:
     """Fit the product's model (:func:`make_model`) on the ok rows of one or more sweeps.
 
+    ``sweep`` is checked as :func:`hybridperf.sweepfile.read_sweep` checks a file
+    (:func:`hybridperf.sweep.validate_sweep`; a table without ``status`` is taken as ok runs): columns of the sweep
+    format only (others as ``info.*``), one row per configuration (repeats merged: median time, ``repeats``).
+
     Parameters
     ----------
     sweep : DataFrame in the sweep format (kernel, gpu, size.*, config.*, time_ms, status).

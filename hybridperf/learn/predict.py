@@ -96,15 +96,17 @@ def model_kernels(model: TrainedModel, rows: pd.DataFrame, kernels: Mapping[str,
     return rows, out
 
 
-def check_prediction_rows(model: TrainedModel, rows: pd.DataFrame, *, strict: bool = False) -> pd.DataFrame:
+def check_prediction_rows(model: TrainedModel, rows: pd.DataFrame, *, strict: bool = False,
+                          kernels: Mapping[str, KernelDescriptor] | None = None) -> pd.DataFrame:
     """Rows to predict without those the model cannot (unknown kernel or GPU, parameters outside their
     descriptor): counted by reason in a warning, or a HybridperfError with ``strict``
     (:func:`hybridperf.rowcheck.drop_bad_rows`). Kernel and GPU aliases (``matvec``, ``h100``) become the names the
     model knows, as ``--kernel`` and ``--gpu`` do; a HybridperfError names a column named like a parameter of the
     rows' kernels but none (``config.BLOK``, ``config.block``), a parameter's column without its ``size.`` /
     ``config.`` prefix (where the prefixed one is absent), and a size the model's training rows gave that the rows
-    leave out (the descriptor's default would stand in for the problem's size unsaid)."""
-    rows, descs = model_kernels(model, _canonical_gpus(rows))
+    leave out (the descriptor's default would stand in for the problem's size unsaid). ``kernels``: descriptors
+    of kernel names, as :func:`model_kernels` takes them."""
+    rows, descs = model_kernels(model, _canonical_gpus(rows), kernels)
     _check_columns(rows, descs, getattr(model.features, "domain_", {}), set(model.feature_columns))
     return drop_bad_rows(rows, descs, strict=strict, what="rows to predict")
 
@@ -214,7 +216,8 @@ def _labels(codes: pd.Series, names: Mapping[Any, str]) -> np.ndarray:
     return np.array([table.get(float(u), "") for u in uniq] + [""], dtype=object)[found]  # -1: the last, ''
 
 
-def _checked_request(model: Any, rows: Any, coverage: Any, levels: Sequence[Any], features: Any) -> pd.DataFrame:
+def _checked_request(model: Any, rows: Any, coverage: Any, levels: Sequence[Any], features: Any,
+                     kernels: Mapping[str, KernelDescriptor] | None) -> pd.DataFrame:
     """The rows :func:`predict_rows` can predict (:func:`check_prediction_rows`), after a HybridperfError for
     arguments of the wrong kind."""
     if not all(hasattr(model, a) for a in ("estimator", "features", "descriptors")):  # a TrainedModel
@@ -236,7 +239,7 @@ def _checked_request(model: Any, rows: Any, coverage: Any, levels: Sequence[Any]
     if features is not None:
         raise HybridperfError("predict_rows: features= is aligned with rows the check could drop; pass "
                               "check=False with rows already checked (check_prediction_rows)")
-    return check_prediction_rows(model, rows)
+    return check_prediction_rows(model, rows, kernels=kernels)
 
 
 def _times_and_intervals(model: TrainedModel, rows: pd.DataFrame, X: Any, reasons: pd.DataFrame,
@@ -313,7 +316,7 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     whose rows are already checked, or that pass ``features`` aligned with them, pass ``check=False``.
     """
     if check:
-        rows = _checked_request(model, rows, coverage, levels, features)
+        rows = _checked_request(model, rows, coverage, levels, features, kernels)
     rows, feats, X, reasons = _prepared(model, rows, features, kernels)
     pred, lo, hi, widths = _times_and_intervals(model, rows, X, reasons, coverage, levels)
     out = pd.DataFrame(index=rows.index)

@@ -27,7 +27,8 @@ __all__ = ["OBJECTIVES", "PRUNE_MODES", "ChunkResult", "RankSpace", "Shortlist",
            "with_ryoo_metrics"]
 
 OBJECTIVES = ["efficiency", "utilization"]  # Ryoo et al. (seed 003 Eqs. 1-2), both maximised
-# Configurations of one tie (identical objectives) the front keeps: those of lowest index (see _tie_capped).
+# Configurations of one tie (identical objectives) the front keeps: the fastest predicted, then those of lowest
+# index (see _tie_capped).
 TIE_CAP = 1000
 # union: Pareto front over Ryoo's metrics and the time, plus the model's top-k; ryoo: the paper's
 # two-metric front; none: every feasible configuration ranked by predicted time.
@@ -158,17 +159,18 @@ def _nanmin(values: Sequence[float] | np.ndarray) -> float:
     return float(a.min()) if a.size else float("nan")
 
 
-def _tie_capped(obj: np.ndarray, on_front: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``on_front`` keeping, of each group of front rows with identical objectives, the TIE_CAP of lowest ``index``.
+def _tie_capped(obj: np.ndarray, on_front: np.ndarray, index: np.ndarray, time_ms: np.ndarray) -> np.ndarray:
+    """``on_front`` keeping, of each group of front rows with identical objectives, the TIE_CAP fastest predicted
+    (``time_ms``; NaN last), then of lowest ``index``.
 
     Ties stay on the front (seed 003 Fig. 6(b)), but parameters no count depends on multiply them: a descriptor
-    with four such parameters of 40 values each put 2.5M tied configurations on the front, past 3 GB. The
-    lowest indices of a tie are the same whatever the chunking, so merges stay exact."""
+    with four such parameters of 40 values each put 2.5M tied configurations on the front, past 3 GB. The order
+    is total, so the rows a tie keeps are the same whatever the chunking, and merges stay exact."""
     pos = np.flatnonzero(on_front)
     if pos.size <= TIE_CAP:
         return on_front
     _, group = np.unique(obj[pos], axis=0, return_inverse=True)
-    order = np.lexsort((index[pos], group.ravel()))
+    order = np.lexsort((index[pos], time_ms[pos], group.ravel()))
     g = group.ravel()[order]
     first = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1]
     rank = np.arange(g.size) - np.repeat(first, np.diff(np.r_[first, g.size]))
@@ -189,7 +191,7 @@ def _select(df: pd.DataFrame, space: RankSpace) -> Shortlist:
         obj = np.column_stack([df[c].to_numpy(dtype=np.float64) for c in OBJECTIVES]
                               + [np.where(np.isnan(t), np.inf, t) for t in times])
         on_front = _tie_capped(obj, pareto_mask(obj, maximize=[True, True] + [False] * len(times)),
-                               df["index"].to_numpy())
+                               df["index"].to_numpy(), df["time_ms"].to_numpy(dtype=np.float64))
     if n and space.n_top:
         order = np.lexsort((df["index"].to_numpy(), df["time_ms"].to_numpy(dtype=np.float64)))  # NaN last
         in_top[order[:space.n_top]] = True

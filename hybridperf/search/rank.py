@@ -300,8 +300,8 @@ def _notes(res: RankResult, space: RankSpace) -> list[str]:
     objectives = [c for c in res.objectives if c in front.columns]
     if len(front) >= TIE_CAP and front.groupby(objectives, dropna=False).size().max() >= TIE_CAP:
         notes.append(f"the Pareto front holds ties of {TIE_CAP:,} or more configurations with identical objectives: "
-                     f"of each such tie the {TIE_CAP:,} of lowest index are kept (parameters that change no count "
-                     "multiply ties)")
+                     f"of each such tie the {TIE_CAP:,} fastest predicted (without a model: of lowest index) are kept "
+                     "(parameters that change no count multiply ties)")
     out_of_domain = int(res.candidates["out_of_domain"].sum())
     if out_of_domain:
         shown = int(res.table["out_of_domain"].sum())

@@ -193,8 +193,14 @@ def _check_bare_names(kernel: KernelDescriptor, table: pd.DataFrame) -> None:
 
 def _candidates(kernel: KernelDescriptor, table: Any, given: Mapping[str, float],
                 allowed: Mapping[str, Sequence[float]]) -> tuple[pd.DataFrame, dict[str, float]]:
+    if isinstance(table, Mapping) and not any(isinstance(v, (list, tuple, np.ndarray, pd.Series))
+                                              for v in table.values()):
+        table = [table]  # one configuration: {'BLOCK': 64}
     if isinstance(table, (Mapping, list)):  # {'BLOCK': [64, 128]} or a list of {'BLOCK': 64} records
-        table = pd.DataFrame(table)
+        try:
+            table = pd.DataFrame(table)
+        except ValueError as exc:  # lists of different lengths
+            raise HybridperfError(f"the candidates do not make a table ({exc}); give lists of one length") from None
     if not isinstance(table, pd.DataFrame):
         raise HybridperfError(f"the candidates must be a pandas DataFrame of configurations, got "
                               f"{type(table).__name__}")

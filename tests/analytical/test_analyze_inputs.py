@@ -71,3 +71,8 @@ dram_bytes = "8 * N"
     assert list(s["status"].str.startswith("ok")) == [False, True]
     assert "no blocks" in s["status"].iloc[0] and np.isnan(s["hierarchical_ms"].iloc[0])
     assert s["hierarchical_ms"].iloc[1] > 0
+
+
+def test_the_value_that_is_no_number_is_the_one_named() -> None:
+    with pytest.raises(HybridperfError, match="parameter N: 'big' is not a number"):
+        analyze("matvec", "a100", pd.DataFrame({"N": [1024, "big"]}))

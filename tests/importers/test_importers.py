@@ -192,6 +192,11 @@ def test_plain_csv_errors(tmp_path) -> None:
         import_sweep(tmp_path / "r.csv", "csv", mapping={"t": "time_ms", "n": "size.N"}, kernel="k", gpu="titan-v",
                      time_unit="min")
     # 'size.N=x' (--map n=size.N=x) became a column no kernel reads, and N its default
+    ok = import_sweep(tmp_path / "r.csv", "csv", mapping={"t": "time_ms", "n": "info.device-name"}, kernel="k",
+                      gpu="titan-v", known_kernels=["k"])
+    assert "info.device-name" in ok.columns  # an info.* column may hold - . +
+    with pytest.raises(SweepError, match="names 'n' twice"):
+        import_sweep(tmp_path / "r.csv", "csv", mapping="n=size.N,n=size.M,t=time_ms", kernel="k", gpu="titan-v")
     for dest in ("size.N=x", "size.", "sizes.N", "config.2x"):
         with pytest.raises(SweepError, match=rf"mapping n={dest!r} names no sweep column"):
             import_sweep(tmp_path / "r.csv", "csv", mapping={"t": "time_ms", "n": dest}, kernel="k", gpu="titan-v")

@@ -122,3 +122,17 @@ def test_an_infeasible_row_says_why(model) -> None:
     want = analyze("kt-convolution", "titan-v", {"W": 4096, "H": 4096, "block_size_x": 256, "block_size_y": 8})
     assert out["infeasible_reason"].tolist() == ["", want.reason[0]]
     assert "block_size_x * block_size_y <= 1024" in want.reason[0]
+
+
+def test_a_descriptor_given_in_memory_is_used_by_the_check(model) -> None:
+    """kernels= reached the prediction but not the row check, which dropped every row as an unknown kernel."""
+    from hybridperf.kernel import load_kernel
+
+    desc = load_kernel("matvec")
+    mine = type(desc)(**{**{f: getattr(desc, f) for f in desc.__dataclass_fields__}, "name": "my-matvec",
+                         "aliases": (), "path": ""})
+    rows = ROWS.assign(kernel="my-matvec")
+    out = predict_rows(model, rows, kernels={"my-matvec": mine})
+    assert len(out) == 2 and out["time_ms"].notna().all() and out["ood_kernel"].all()
+    np.testing.assert_allclose(out["time_ms"], predict_rows(model, rows, kernels={"my-matvec": mine},
+                                                            check=False)["time_ms"])

@@ -267,3 +267,8 @@ def test_a_huge_tie_on_the_front_keeps_its_lowest_indices_whatever_the_chunks(tm
     lowest = keys.assign(index=cfg.index[ok]).groupby(["e", "u"])["index"].apply(lambda s: sorted(s)[:TIE_CAP])
     for (e, u), idx in per_tie:
         assert sorted(idx) == lowest.loc[(e, u)]
+
+
+def test_one_candidate_as_a_mapping_of_values() -> None:
+    res = rank_configs(None, "matvec", "h200", {"N": 8192}, configs={"BLOCK": 64})
+    assert list(res.candidates["config.BLOCK"]) == [64]

@@ -208,6 +208,24 @@ def size_bands(rows: pd.DataFrame) -> np.ndarray | None:
     return size_groups(size_metric(rows)) if param_columns(rows, "size.") else None
 
 
+def _checked_booster_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``params`` as a dict, or a HybridperfError naming the first one a model file could not keep (an unknown
+    name, which xgboost only warned about once per fit, 35 times; a value out of range: n_estimators = -5 trained
+    and was recorded, learning_rate = -1 ended in an XGBoostError)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    from hybridperf.learn.schema import BOOSTER_PARAM_SCHEMA
+
+    out = dict(params or {})
+    error = best_match(Draft202012Validator(BOOSTER_PARAM_SCHEMA).iter_errors(out))
+    if error is not None:
+        where = f"{error.path[0]}: " if error.path else ""
+        raise HybridperfError(f"booster_params: {where}{' '.join(error.message.split())[:160]}; allowed: "
+                              f"{', '.join(BOOSTER_PARAM_SCHEMA['properties'])}")
+    return out
+
+
 def _training_input(sweep: Any, groups: Any) -> tuple[pd.DataFrame, pd.Series | None]:
     """(the ok rows of ``sweep``, checked as a sweep file is (a missing status is "ok"), ``groups`` as a Series
     on their index), or a HybridperfError for a table that is no sweep or groups not one per ok row."""
@@ -271,7 +289,7 @@ def train_model(sweep: pd.DataFrame, *, baseline: str = "auto", mode: str = "hyb
     y = rows["time_ms"].to_numpy(dtype=np.float64)
     pipe = make_model(baseline=baseline, mode=mode, coverage=coverage, random_state=random_state, weighting=weighting)
     groups = size_bands(rows) if groups is None else groups.loc[rows.index].to_numpy()
-    params = dict(booster_params or {})
+    params = _checked_booster_params(booster_params)
     tuning: dict[str, Any] = {}
     if tune_trials and mode in ("hybrid", "boosting"):
         from hybridperf.learn.tuning import tune_booster

@@ -136,3 +136,13 @@ def test_a_descriptor_given_in_memory_is_used_by_the_check(model) -> None:
     assert len(out) == 2 and out["time_ms"].notna().all() and out["ood_kernel"].all()
     np.testing.assert_allclose(out["time_ms"], predict_rows(model, rows, kernels={"my-matvec": mine},
                                                             check=False)["time_ms"])
+
+
+@pytest.mark.parametrize("params, message", [({"n_estimators": -5}, "n_estimators: -5 is less than the minimum of 1"),
+                                             ({"max_dept": 3}, "'max_dept' was unexpected"),
+                                             ({"learning_rate": -1}, "learning_rate: -1 is less than")])
+def test_booster_params_a_model_file_could_not_keep_are_refused(params, message: str) -> None:
+    """n_estimators = -5 trained and was recorded; max_dept was xgboost's warning 35 times; learning_rate = -1 an
+    XGBoostError."""
+    with pytest.raises(HybridperfError, match=message):
+        train_model(_titanv_matvec(), booster_params=params)

@@ -89,12 +89,13 @@ def _hierarchy_line(r: pd.Series) -> str:
             f"{f' (next: {nxt})' if nxt else ''}; L2 {r.l2_gb:.3g} GB, DRAM {r.dram_gb:.3g} GB")
 
 
-def format_advice(advice: Advice) -> str:
-    """A report for a person: per launch the bottleneck and what to try, then how it moves with size."""
+def format_advice(advice: Advice, max_launches: int = 100) -> str:
+    """A report for a person: per launch the bottleneck and what to try (the first ``max_launches``; a line
+    counts the rest), then how it moves with size over every launch."""
     t = advice.table
     params = list(advice.kernel.parameters)
     lines = [f"{advice.kernel.name} on {advice.gpu.name}"]
-    for i in range(len(t)):
+    for i in range(min(len(t), max_launches)):
         head = ", ".join(f"{p}={t[p].iloc[i]:g}" for p in params)
         if not advice.feasible[i]:
             lines.append(f"\n[{head}] infeasible: {advice.reason[i]}")
@@ -112,15 +113,17 @@ def format_advice(advice: Advice) -> str:
             lines.append(f"  {b:<9} {r[f'{b}_ms']:>10.4g} ms {share:>7.1%} of T_exec  {what}: {how}{flag}")
         if r.share_b_fp < 0:
             lines.append("  (B_fp < 0: ITILP is below its peak while FP work dominates; GPUPerf Eq. 22 reported as is)")
+    if len(t) > max_launches:
+        lines.append(f"\n({len(t) - max_launches:,} more launches: --json or the library's Advice.table gives each)")
     ok = t[advice.feasible]
     if len(ok) > 1:
         def at(i: int) -> str:
             return ", ".join(f"{p}={ok[p].iloc[i]:g}" for p in params)
 
-        moves = [f"{at(0)}: {ok.zone.iloc[0]}, {ok.regime.iloc[0]}"]
-        for i in range(1, len(ok)):
-            if ok.zone.iloc[i] != ok.zone.iloc[i - 1] or ok.regime.iloc[i] != ok.regime.iloc[i - 1]:
-                moves.append(f"from {at(i)}: {ok.zone.iloc[i]}, {ok.regime.iloc[i]}")
+        zone, regime = ok.zone.to_numpy(), ok.regime.to_numpy()
+        moves = [f"{at(0)}: {zone[0]}, {regime[0]}"]
+        for i in np.flatnonzero((zone[1:] != zone[:-1]) | (regime[1:] != regime[:-1])) + 1:
+            moves.append(f"from {at(i)}: {zone[i]}, {regime[i]}")
         lines.append("\nbottleneck across the rows: " + ("; ".join(moves) if len(moves) > 1 else
                                                            f"unchanged ({ok.zone.iloc[0]}, {ok.regime.iloc[0]})"))
     return "\n".join(lines)

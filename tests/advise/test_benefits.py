@@ -65,3 +65,15 @@ def test_the_hierarchical_roofline_says_which_level_limits_each_launch() -> None
     assert local.dram_gb > 20 * registers.dram_gb and local.l2_gb > 50 * registers.l2_gb
     text = format_advice(a)
     assert text.count("hierarchical roofline") == 2 and "limited by latency" in text and "limited by issue" in text
+
+
+def test_a_long_grid_details_its_first_launches_and_moves_over_all() -> None:
+    """100,000 launches printed 800,000 lines in 65 s; the bottleneck's moves still cover every launch."""
+    adv = advise("tiled-matmul", "gtx-280", {"N": [64 * (i + 1) for i in range(150)]})
+    text = format_advice(adv, max_launches=20)
+    assert text.count("\n[N=") == 20 and "(130 more launches" in text
+    t = adv.table[adv.feasible]
+    changes = sum(1 for i in range(1, len(t)) if (t.zone.iloc[i], t.regime.iloc[i]) != (t.zone.iloc[i - 1],
+                                                                                           t.regime.iloc[i - 1]))
+    moves = text.split("bottleneck across the rows: ")[1]
+    assert moves.count("from N=") == changes

@@ -110,7 +110,8 @@ def check_document(doc: dict[str, Any], where: str | Path, error: type[Exception
                    allowed_keys: Iterable[str]) -> None:
     """The checks every data file shares: its ``format_version`` and no top-level key outside ``allowed_keys``."""
     path = where
-    if doc.get("format_version") != format_version:
+    version = doc.get("format_version")
+    if isinstance(version, bool) or version != format_version:  # true == 1 in Python, not in a file
         raise error(f"{path}: format_version must be {format_version}, got {doc.get('format_version')!r}; "
                     f"see the {what} format in docs/")
     allowed = set(allowed_keys)

@@ -198,3 +198,11 @@ def test_a_value_in_another_unit_is_refused(tmp_path: Path, key: str, value: flo
         return
     with pytest.raises(SpecError, match=rf"spec.{key} = {value:g} lies outside .* give it in {unit}"):
         load_gpu(p)
+
+
+def test_a_format_version_of_true_is_no_version(tmp_path: Path) -> None:
+    """format_version = true was read as 1 (True == 1 in Python)."""
+    p = tmp_path / "fv.toml"
+    p.write_text(Path(load_gpu("titan-v").path).read_text().replace("format_version = 1", "format_version = true", 1))
+    with pytest.raises(SpecError, match="format_version must be 1, got True"):
+        load_gpu(p)

@@ -137,7 +137,8 @@ def check_column_names(rows: pd.DataFrame, kernels: Mapping[str, KernelDescripto
     lower = {k.lower(): k for k in known}
     for col in param_columns(rows):
         name = param_name(col)
-        if name in known or col in exempt:
+        # an empty column is left from other rows (a recording filtered to some of its kernels keeps size.ITERS)
+        if name in known or col in exempt or not rows[col].notna().any():
             continue
         near = [lower[name.lower()]] if name.lower() in lower else [
             lower[m] for m in difflib.get_close_matches(name.lower(), list(lower), n=1, cutoff=0.75)]

@@ -34,8 +34,9 @@ def _renamed(t: pd.DataFrame, mapping: dict[str, str], drop: list[str], source: 
                              f"(have {', '.join(t.columns[:8])}); fix the name")
     for name, dest in mapping.items():
         prefix, _, rest = str(dest).partition(".")
-        # a parameter's name is a formula's name; an info.* column (data no formula reads) may hold - . + too
-        name_rule = r"[A-Za-z0-9_.+-]+" if prefix == "info" else r"[A-Za-z_][A-Za-z0-9_]*"
+        # a parameter's name is a formula's name; counter.* and info.* columns may hold any name (Nsight Compute's
+        # dram__bytes_read.sum, a note's "Host Name")
+        name_rule = r"[^=]*\S[^=]*" if prefix in ("counter", "info") else r"[A-Za-z_][A-Za-z0-9_]*"
         if dest not in _BASE and not (f"{prefix}." in PREFIXES and re.fullmatch(name_rule, rest)):
             raise SweepError(f"{source}: mapping {name}={dest!r} names no sweep column; map to kernel, gpu, time_ms, "
                              "status, reason or size.NAME / config.NAME / counter.NAME / info.NAME (NAME: letters, "

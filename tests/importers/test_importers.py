@@ -195,6 +195,9 @@ def test_plain_csv_errors(tmp_path) -> None:
     ok = import_sweep(tmp_path / "r.csv", "csv", mapping={"t": "time_ms", "n": "info.device-name"}, kernel="k",
                       gpu="titan-v", known_kernels=["k"])
     assert "info.device-name" in ok.columns  # an info.* column may hold - . +
+    ok = import_sweep(tmp_path / "r.csv", "csv", mapping={"t": "time_ms", "n": "counter.dram__bytes_read.sum"},
+                      kernel="k", gpu="titan-v", known_kernels=["k"])
+    assert "counter.dram__bytes_read.sum" in ok.columns  # Nsight Compute's metric names
     with pytest.raises(SweepError, match="names 'n' twice"):
         import_sweep(tmp_path / "r.csv", "csv", mapping="n=size.N,n=size.M,t=time_ms", kernel="k", gpu="titan-v")
     for dest in ("size.N=x", "size.", "sizes.N", "config.2x"):

@@ -146,3 +146,16 @@ def test_booster_params_a_model_file_could_not_keep_are_refused(params, message:
     XGBoostError."""
     with pytest.raises(HybridperfError, match=message):
         train_model(_titanv_matvec(), booster_params=params)
+
+
+def test_a_recording_filtered_to_some_kernels_trains() -> None:
+    """The filtered rows keep other kernels' columns, empty (size.ITERS for matvec and the reduction): the name
+    check read it as a misspelt K6_ITERS and refused the table."""
+    from hybridperf.datasets import load_dataset
+
+    runs = load_dataset("h200-cuda-bench")
+    part = runs[runs["kernel"].isin(["seed004-matvec", "bench-reduction"])]
+    assert "size.ITERS" in part.columns and part["size.ITERS"].isna().all()
+    n = train_model(part, booster_params={"n_estimators": 5}).metadata["n_rows"]
+    assert n > 0 and n == train_model(part.drop(columns="size.ITERS"),
+                                      booster_params={"n_estimators": 5}).metadata["n_rows"]

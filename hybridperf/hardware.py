@@ -397,11 +397,10 @@ def load_gpu(name_or_path: str | Path) -> GPUSpec:
         return load_gpu(entry["gpu"])
     if entry is not None:
         raise UnknownGPUError(f"device {text!r}: {entry['refuse']}")
-    import difflib
+    from hybridperf.names import closest_name
 
-    near = difflib.get_close_matches(key, sorted({n for s in (*_user_specs(), *_shipped()) for n in _names(s)}),
-                                     n=1, cutoff=0.75)  # normalised names, as `key` is
-    found = _by_name(near[0]) if near else None
+    near = closest_name(key, {n for s in (*_user_specs(), *_shipped()) for n in _names(s)})  # normalised, as key
+    found = _by_name(near) if near else None
     # Not "did you mean": the closest name may be another part (rtx-a5000 -> rtx-a6000), not a typo.
     hint = f" (the closest name with a spec: {found.key!r})" if found is not None else ""
     raise UnknownGPUError(

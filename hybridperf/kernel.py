@@ -178,12 +178,11 @@ def load_kernel(name_or_path: str | Path | KernelDescriptor,
 
 def _near(text: str, names: set[str]) -> str:
     """' (did you mean 'matvec'?)' for the name closest to ``text`` (case ignored), or ''."""
-    import difflib
+    from hybridperf.names import closest_name
 
-    lower = {n.lower(): n for n in sorted(names)}
     # 0.8: a typo or a case slip (matvc, MatVec), not another kernel of a family (neusight-add is no neusight-bmm)
-    near = difflib.get_close_matches(text.lower(), list(lower), n=1, cutoff=0.8)
-    return f" (did you mean {lower[near[0]]!r}?)" if near else ""
+    near = closest_name(text, names, cutoff=0.8)
+    return f" (did you mean {near!r}?)" if near else ""
 
 
 def kernel_key(desc: KernelDescriptor) -> str:

@@ -131,20 +131,18 @@ def check_column_names(rows: pd.DataFrame, kernels: Mapping[str, KernelDescripto
     ``config.block``: a typo or a case slip, which would leave the parameter at its default unsaid), or a
     parameter's column without its ``size.`` / ``config.`` prefix (where the prefixed one is absent). Columns no
     descriptor reads and named like none stay (data such as NeuSight's config.op), as do those in ``exempt``."""
-    import difflib
+    from hybridperf.names import closest_name
 
     known = {n for d in kernels.values() for n in d.parameters}
-    lower = {k.lower(): k for k in known}
     for col in param_columns(rows):
         name = param_name(col)
         # an empty column is left from other rows (a recording filtered to some of its kernels keeps size.ITERS)
         if name in known or col in exempt or not rows[col].notna().any():
             continue
-        near = [lower[name.lower()]] if name.lower() in lower else [
-            lower[m] for m in difflib.get_close_matches(name.lower(), list(lower), n=1, cutoff=0.75)]
+        near = closest_name(name, known)
         if near:
             raise HybridperfError(f"{what}: column {col!r} is no parameter of {', '.join(sorted(kernels))} "
-                                  f"(did you mean {col.split('.')[0]}.{near[0]}?); rename it")
+                                  f"(did you mean {col.split('.')[0]}.{near}?); rename it")
     for col in rows.columns:
         for d in kernels.values():
             if col in d.parameters and f"size.{col}" not in rows.columns and f"config.{col}" not in rows.columns:

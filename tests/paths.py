@@ -31,3 +31,14 @@ def stem(name: str) -> str:
     from hybridperf.hardware import load_gpu
 
     return Path(load_gpu(name).path).stem
+
+
+def edited_descriptor(folder: Path, kernel: str, old: str, new: str) -> Path:
+    """A copy of shipped descriptor ``kernel`` in ``folder`` with ``old`` replaced by ``new`` (which must occur)."""
+    from hybridperf.kernel import load_kernel
+
+    text = Path(load_kernel(kernel).path).read_text()
+    assert old in text, f"{kernel}'s descriptor has no {old!r}"
+    path = folder / f"{kernel}-edited.toml"
+    path.write_text(text.replace(old, new))
+    return path

@@ -186,11 +186,9 @@ dram_bytes = "8 * N"
 
 def test_a_value_listed_twice_is_refused(tmp_path) -> None:
     """values = [256, 256, 256] enumerated, ranked and suggested the same configuration three times."""
-    from hybridperf.kernel import load_kernel
+    from tests.paths import edited_descriptor
 
-    text = Path(load_kernel("matvec").path).read_text()
-    path = tmp_path / "twice.toml"
-    path.write_text(text.replace("values = [32, 64, 128, 256, 512, 1024]", "values = [32, 64, 256, 256]"))
-    assert path.read_text() != text
+    path = edited_descriptor(tmp_path, "matvec", "values = [32, 64, 128, 256, 512, 1024]",
+                             "values = [32, 64, 256, 256]")
     with pytest.raises(DescriptorError, match=r"\[config\].BLOCK.values lists 256 more than once"):
         load_kernel(path)

@@ -74,14 +74,10 @@ def test_a_family_descriptor_checks_the_runs_of_every_kernel_it_matches() -> Non
 def test_every_allowed_configuration_of_the_space_evaluates(tmp_path) -> None:
     """comp_insts = N / (BLOCK - 32) + 1 was a 'valid descriptor' (finite at the default BLOCK = 256) and then
     failed 'rank' at BLOCK = 32; a constraint that rules BLOCK = 32 out makes it valid again."""
-    from pathlib import Path
-
     from hybridperf.errors import DescriptorError
+    from tests.paths import edited_descriptor
 
-    text = Path(load_kernel("matvec").path).read_text()
-    path = tmp_path / "div.toml"
-    path.write_text(text.replace('comp_insts = "2 * N"', 'comp_insts = "N / (BLOCK - 32) + 1"'))
-    assert path.read_text() != text
+    path = edited_descriptor(tmp_path, "matvec", 'comp_insts = "2 * N"', 'comp_insts = "N / (BLOCK - 32) + 1"')
     with pytest.raises(DescriptorError, match=r"\[counts\].comp_insts is not finite at N=4096, BLOCK=32"):
         check_descriptor(path)
     path.write_text(path.read_text().replace("[launch]", '[space]\nconstraints = ["BLOCK > 32"]\n\n[launch]'))

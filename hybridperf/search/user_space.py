@@ -176,15 +176,14 @@ def _explicit(kernel: KernelDescriptor, table: pd.DataFrame) -> pd.DataFrame:
 def _check_bare_names(kernel: KernelDescriptor, table: pd.DataFrame) -> None:
     """A DescriptorError where candidates named by bare parameter names name none of the kernel's config parameters
     (every row would be the default configuration), or name one like a parameter but not it (``BLOK``)."""
-    import difflib
+    from hybridperf.names import closest_name
 
     names = {str(c) for c in table.columns}
-    lower = {n.lower(): n for n in kernel.config_names}
     for col in sorted(names - set(kernel.parameters)):
-        near = difflib.get_close_matches(col.lower(), list(lower), n=1, cutoff=0.75)
+        near = closest_name(col, kernel.config_names)
         if near:
             raise DescriptorError(f"{kernel.name}: candidates column {col!r} is no parameter (did you mean "
-                                  f"{lower[near[0]]}?); rename it")
+                                  f"{near}?); rename it")
     if kernel.config_names and not names & set(kernel.config_names):
         raise DescriptorError(f"{kernel.name}: the candidates name no config parameter (columns: "
                               f"{', '.join(sorted(names)[:6])}); name them config.<parameter> or after the "

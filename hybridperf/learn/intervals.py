@@ -392,7 +392,8 @@ class ConformalIntervals:
                 "sigma_unseen_gpu": self.sigma_unseen_gpu, "sigma_few_runs": self.sigma_few_runs,
                 "sigma_beyond_sizes": self.sigma_beyond_sizes, "sigma_unseen_kernel": self.sigma_unseen_kernel,
                 **({} if self.shortlist_hits is None else {"shortlist_hits": {
-                    k: {f: [float(x) for x in v[f]] for f in ("q", "p", "groups")}
+                    k: {**{f: [float(x) for x in v[f]] for f in ("q", "p", "groups")},
+                        **({} if v.get("rho") is None else {"rho": float(v["rho"])})}
                     for k, v in sorted(self.shortlist_hits.items())}})}
 
     @classmethod
@@ -424,7 +425,7 @@ class ConformalIntervals:
                    **fixed)
 
 
-def _shortlist_hits(doc: Any) -> dict[str, dict[str, list[float]]]:
+def _shortlist_hits(doc: Any) -> dict[str, dict[str, Any]]:
     """The ``shortlist_hits`` of a model file, checked."""
     from hybridperf.learn.persist import ModelFileError
 
@@ -443,6 +444,12 @@ def _shortlist_hits(doc: Any) -> dict[str, dict[str, list[float]]]:
             raise ModelFileError(f"model file shortlist_hits of {kernel!r} are not increasing shares with "
                                  "non-decreasing chances in [0, 1]; retrain the model")
         out[str(kernel)] = {"q": q.tolist(), "p": p.tolist(), "groups": n.tolist()}
+        if "rho" in curve:  # absent in files written before it: rank then reads the curve as measured
+            rho = curve["rho"]
+            if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not -1 < rho < 1:
+                raise ModelFileError(f"model file shortlist_hits of {kernel!r} hold an order correlation rho "
+                                     f"outside (-1, 1): {rho!r}; retrain the model")
+            out[str(kernel)]["rho"] = float(rho)
     return out
 
 

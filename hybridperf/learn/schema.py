@@ -215,7 +215,8 @@ _INTERVALS = _obj({
     "shortlist_hits": {"type": "object", "maxProperties": 10_000, "additionalProperties": _obj({
         "q": _array({"type": "number", "exclusiveMinimum": 0, "maximum": 1}, 64, minItems=1),
         "p": _array({"type": "number", "minimum": 0, "maximum": 1}, 64, minItems=1),
-        "groups": _array({"type": "number", "minimum": 1, "maximum": 1e12}, 64, minItems=1)})},
+        "groups": _array({"type": "number", "minimum": 1, "maximum": 1e12}, 64, minItems=1),
+        "rho": {"type": "number", "exclusiveMinimum": -1, "exclusiveMaximum": 1}}, required=["q", "p", "groups"])},
 }, required=["scores"])
 
 _METADATA = _obj({

@@ -218,10 +218,10 @@ def _rank(space: RankSpace, cands: pd.DataFrame) -> pd.DataFrame:
 
 
 def _held_out_odds(model: Any, space: RankSpace, mode: str, kept_share: float,
-                   table_share: float) -> tuple[float, float, str]:
+                   table_share: float, pool: int) -> tuple[float, float, str]:
     """(p_fastest_kept, p_fastest_in_table, what they rest on or why they are unknown), from the model's
     held-out hit curve of the kernel (:func:`hybridperf.learn.shortlist.hit_probability`) at the shares of the
-    space the predicted-fastest candidates and the table hold."""
+    ``pool`` configurations (feasible, not screened) the predicted-fastest candidates and the table hold."""
     if model is None:
         return np.nan, np.nan, ""
     if mode == "ryoo":
@@ -240,13 +240,15 @@ def _held_out_odds(model: Any, space: RankSpace, mode: str, kept_share: float,
     if curve is None:
         return np.nan, np.nan, (f"no GPU and size of {space.kernel_key} has {MIN_GROUP_RUNS} training runs to "
                                 "measure it on")
-    p_kept, p_table = hit_probability(curve, kept_share), hit_probability(curve, table_share)
+    p_kept, p_table = hit_probability(curve, kept_share, pool), hit_probability(curve, table_share, pool)
     if not np.isfinite(p_kept):
         return np.nan, np.nan, (f"a shortlist of {kept_share:.2%} of the feasible, unscreened configurations is finer "
                                 f"than the model's held-out runs of {space.kernel_key} resolve ({curve['q'][0]:.2%})")
     groups = int(max(curve["groups"]))
+    carried = ("" if curve.get("rho") is None else
+               f", an order correlation of {curve['rho']:.2f} carried to this space's {pool:,} configurations")
     return p_kept, p_table, (f"held-out runs in {groups} GPU-and-size group{'s' if groups > 1 else ''} of "
-                             f"{space.kernel_key}{_beyond_trained_sizes(model, name, space)}")
+                             f"{space.kernel_key}{carried}{_beyond_trained_sizes(model, name, space)}")
 
 
 def _beyond_trained_sizes(model: Any, name: str, space: RankSpace) -> str:
@@ -422,7 +424,7 @@ def rank_configs(model: TrainedModel | None, kernel: KernelDescriptor | str, gpu
     n_sel = len(short.kept) + short.n_dropped  # feasible and not screened: what the shortlist was chosen from
     n_top = int(ranked["in_top_k"].sum()) if mode == "union" else len(ranked)
     p_kept, p_table, odds_note = _held_out_odds(model, space, mode, n_top / max(n_sel, 1),
-                                                min(top, len(ranked)) / max(n_sel, 1))
+                                                min(top, len(ranked)) / max(n_sel, 1), n_sel)
     front = mode != "none"
     filled = top_k is None and mode == "union" and space.n_top > 0
     res = RankResult(kernel=space.kernel_key, gpu=space.gpu_key, sizes=dict(space.sizes), table=ranked.head(top),

@@ -13,11 +13,12 @@ from .conftest import DESCRIPTOR, GPU, SIZES, SMALL
 
 
 def _share_odds(model, res):
-    """The odds the held-out curve gives at the shares of the union's top-k and of the table."""
+    """The odds the held-out curve gives at the shares of the union's top-k and of the table, in a space of the
+    feasible, unscreened configurations."""
     curve = model.intervals.shortlist_hits[str(DESCRIPTOR)]
     n_sel = res.n_feasible - res.n_screened
-    return (hit_probability(curve, int(res.candidates["in_top_k"].sum()) / n_sel),
-            hit_probability(curve, len(res.table) / n_sel))
+    return (hit_probability(curve, int(res.candidates["in_top_k"].sum()) / n_sel, n_sel),
+            hit_probability(curve, len(res.table) / n_sel, n_sel))
 
 
 def test_rank_odds_say_when_the_problem_lies_outside_the_trained_sizes(model) -> None:

@@ -1,4 +1,4 @@
-"""The chance that the fastest of n is among the predicted-fastest k, against exact values and brute-force simulation."""
+"""The chance that the fastest of n is among the predicted-fastest k, against exact values and brute force."""
 from __future__ import annotations
 
 import numpy as np

@@ -29,6 +29,9 @@ from ranking_pruning import _sizes, user_model  # noqa: E402
 from hybridperf.search.rank import rank_configs  # noqa: E402
 
 TOP = 5
+# Earlier methods' results (label, file in results/), side by side with this code's.
+EARLIER = (("held-out curve as measured (d1e1c7f)", "shortlist_odds_curve.csv"),
+           ("intervals as independent (3d0d7fa)", "shortlist_odds_main.csv"))
 
 
 def one(group, seed: int) -> dict:
@@ -69,8 +72,8 @@ def _summary(df: pd.DataFrame, method: str) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--tag", help="write results/shortlist_odds_TAG.csv only (e.g. main: an older checkout on "
-                                  "PYTHONPATH), which the report then shows as 'before'")
+    ap.add_argument("--tag", help="write results/shortlist_odds_TAG.csv only (an older checkout on PYTHONPATH), "
+                                  "which the report shows side by side when EARLIER names it")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     recs = []
@@ -85,22 +88,22 @@ def main(argv: list[str] | None = None) -> int:
         df.to_csv(RESULTS / f"shortlist_odds_{args.tag}.csv", index=False)
         return 0
     df.to_csv(RESULTS / "shortlist_odds.csv", index=False)
-    before_path = RESULTS / "shortlist_odds_main.csv"
-    before = pd.read_csv(before_path) if before_path.exists() else None
-    now = "held-out curve (this code)"
-    old = "intervals as independent (before)"
-    summ = _summary(df, now) + ([] if before is None else _summary(before, old))
+    earlier = {label: pd.read_csv(RESULTS / name) for label, name in EARLIER if (RESULTS / name).exists()}
+    before = earlier.get(EARLIER[0][0])
+    now = "order correlation at the space's size (this code)"
+    summ = _summary(df, now) + [r for label, frame in earlier.items() for r in _summary(frame, label)]
     lines = [f"# Shortlist odds: stated against measured\n\nRegenerate with `python experiments/shortlist_odds.py` "
              f"(commit {git_commit()}, Python {sys.version.split()[0]}; {time.perf_counter() - t0:.0f} s).\n",
              __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0] + "\n",
-             f"Methods: `{now}`: `rank`'s odds now (:mod:`hybridperf.learn.shortlist`); `{old}`: the odds `rank` "
-             "stated before, every configuration's prediction interval taken as an independent error "
-             "(`results/shortlist_odds_main.csv`: this script at commit 3d0d7fa, its printed values, 3 decimals). "
-             "NaN: no odds stated (a share finer than the model's held-out runs resolve: the 5 shown are 0.02-1.1% of "
-             "these spaces, finer than halves of 1% samples resolve).\n", "## Overall\n", md_table(pd.DataFrame(summ))]
-    for label, frame in ((now, df), (old, before)):
-        if frame is None:
-            continue
+             f"Methods: `{now}`: `rank`'s odds now (:mod:`hybridperf.learn.best_of`: the held-out halves' hit rates "
+             f"fitted by a Gaussian-copula order correlation, read at the space's size); `{EARLIER[0][0]}`: the same "
+             "halves' hit rate read as is at the shortlist's share (`results/shortlist_odds_curve.csv`: this script "
+             f"at commit d1e1c7f); `{EARLIER[1][0]}`: the first odds, every configuration's prediction interval taken "
+             "as an independent error (`results/shortlist_odds_main.csv`: this script at commit 3d0d7fa, its printed "
+             "values, 3 decimals). NaN: no odds stated (a share finer than the model's held-out runs resolve: the 5 "
+             "shown are 0.02-1.1% of these spaces, finer than halves of 1% samples resolve).\n", "## Overall\n",
+             md_table(pd.DataFrame(summ))]
+    for label, frame in ((now, df), *earlier.items()):
         for p, hit, what in (("p_kept", "opt_kept", "the shortlist"), ("p_shown", "opt_shown", f"the {TOP} shown")):
             ok = frame[np.isfinite(frame[p])]
             if len(ok):
@@ -109,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         kept=("kept", "median"), p_kept=("p_kept", "mean"), opt_kept=("opt_kept", "mean"),
         p_shown=("p_shown", "mean"), opt_shown=("opt_shown", "mean"), contenders=("contenders", "median"))
     if before is not None:
-        per.insert(2, "p_kept_before", before.groupby("sweep", sort=False)["p_kept"].mean())
+        per.insert(2, "p_kept_d1e1c7f", before.groupby("sweep", sort=False)["p_kept"].mean())
     lines += ["\n## Per sweep (mean over seeds)\n", md_table(per.reset_index())]
     (RESULTS / "shortlist_odds.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -72,8 +72,8 @@ def fit_order_correlation(samples: Sequence[tuple[int, np.ndarray, np.ndarray, f
         return sum(w * float(np.sum((best_in_top_k(rho, m, k) - r) ** 2)) for m, k, r, w in parts)
 
     # A coarse grid first (the loss need not have one minimum), then the best grid point's neighbourhood.
-    grid = np.linspace(*RHO_RANGE, 12)
+    grid = np.linspace(*RHO_RANGE, 8)
     i = int(np.argmin([loss(r) for r in grid]))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
-    res = optimize.minimize_scalar(loss, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3})
+    res = optimize.minimize_scalar(loss, bounds=(lo, hi), method="bounded", options={"xatol": 3e-3})
     return float(res.x) if res.fun <= loss(grid[i]) else float(grid[i])

@@ -40,15 +40,16 @@ FRACTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 MIN_GROUP_RUNS = 10
 _HALVES = 200  # random halves per group
 _MAX_GROUP_RUNS = 4000
-_MAX_POOLS = 8  # distinct half sizes fitted exactly (see _order_correlation)
+_MAX_POOLS = 6  # distinct half sizes fitted exactly (see _order_correlation)
 
 
 def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y: np.ndarray,
-                        random_state: int = 0) -> dict[str, dict[str, list[float]]]:
+                        random_state: int = 0, correlation: bool = True) -> dict[str, dict[str, Any]]:
     """Per kernel of ``rows`` (training rows with ``kernel``, ``gpu`` and ``size.*`` columns): ``{"q": shares,
-    "p": hit rates, "groups": groups measured at each share}`` at the fractions of :data:`FRACTIONS` that at least
-    one group resolves, ``q`` the mean share those groups measured there (see the module docstring); kernels
-    without a group of :data:`MIN_GROUP_RUNS` runs are absent."""
+    "p": hit rates, "groups": groups measured at each share, "rho": the order correlation fitted to the groups'
+    rates}`` at the fractions of :data:`FRACTIONS` that at least one group resolves, ``q`` the mean share those
+    groups measured there (see the module docstring); kernels without a group of :data:`MIN_GROUP_RUNS` runs are
+    absent. ``correlation=False`` leaves ``rho`` out (0.2-1 s a kernel)."""
     pred = np.asarray(held_out_log_pred, dtype=np.float64)
     logy = np.asarray(log_y, dtype=np.float64)
     ok = np.isfinite(pred) & np.isfinite(logy)
@@ -93,7 +94,9 @@ def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y
             # share measured there.
             share = np.nanmean(np.vstack([sh for _, sh in parts])[:, keep], axis=0)
             out[name] = {"q": share.tolist(), "p": np.maximum.accumulate(mean).tolist(),
-                         "groups": n[keep].astype(float).tolist(), "rho": _order_correlation(pools[name])}
+                         "groups": n[keep].astype(float).tolist()}
+            if correlation:
+                out[name]["rho"] = _order_correlation(pools[name])
     return out
 
 

@@ -12,6 +12,7 @@ ranking_memory.md/.csv: peak memory of streaming a 10^7-configuration space).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import sys
 import time
@@ -22,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if importlib.util.find_spec("hybridperf") is None:  # not installed: this checkout; else PYTHONPATH's (--tag runs)
+    sys.path.insert(0, str(ROOT))
 
 from ranking_memory import memory_bench, write_memory
 from ranking_pruning import evaluate_sweep, held_out_sweeps

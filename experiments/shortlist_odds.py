@@ -26,9 +26,6 @@ from _common import RESULTS, git_commit, md_table  # noqa: E402
 from ranking import load_groups  # noqa: E402
 from ranking_pruning import _sizes, user_model  # noqa: E402
 
-from hybridperf.learn.best_of import best_in_top_k  # noqa: E402
-from hybridperf.learn.model import predict_rows  # noqa: E402
-from hybridperf.learn.shortlist import hit_probability  # noqa: E402
 from hybridperf.search.rank import rank_configs  # noqa: E402
 
 TOP = 5
@@ -38,8 +35,9 @@ EARLIER = (("held-out curve as measured (d1e1c7f)", "shortlist_odds_curve.csv"),
            ("intervals as independent (3d0d7fa)", "shortlist_odds_main.csv"))
 
 
-def one(group, seed: int) -> tuple[dict, list[dict]]:
-    """The case's record, and its records at :data:`SHARES`."""
+def one(group, seed: int, shares: bool = True) -> tuple[dict, list[dict]]:
+    """The case's record, and its records at :data:`SHARES` (none without ``shares``: code before the order
+    correlation cannot make them)."""
     rows = group.rows
     t = np.where(rows["status"] == "ok", rows["time_ms"].to_numpy(np.float64), np.nan)
     opt_index = int(np.nanargmin(t))  # rank_configs' index = row position of configs
@@ -52,7 +50,7 @@ def one(group, seed: int) -> tuple[dict, list[dict]]:
            "p_kept": res.p_fastest_kept, "opt_kept": opt_index in kept,
            "p_shown": res.p_fastest_in_table, "opt_shown": opt_index in shown,
            "contenders": res.n_contenders, "seconds": time.perf_counter() - t0}
-    return rec, at_shares(model, group, opt_index, seed)
+    return rec, at_shares(model, group, opt_index, seed) if shares else []
 
 
 def at_shares(model, group, opt_index: int, seed: int) -> list[dict]:
@@ -60,6 +58,10 @@ def at_shares(model, group, opt_index: int, seed: int) -> list[dict]:
     share with ``prune='none'`` would keep), at each of :data:`SHARES`: the chance stated now (rank's reading,
     NaN where the halves do not resolve the share), the curve read as is, the order correlation read at any
     share, and whether the measured optimum is among them."""
+    from hybridperf.learn.best_of import best_in_top_k  # this code's (see one)
+    from hybridperf.learn.model import predict_rows
+    from hybridperf.learn.shortlist import hit_probability
+
     rows = group.rows.reset_index(drop=True)
     curve = model.intervals.shortlist_hits[str(rows["kernel"].iloc[0])]
     pred = predict_rows(model, rows.assign(gpu=group.gpu), check=False)["time_ms"].to_numpy(np.float64)
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     recs, share_recs = [], []
     for group in load_groups():
         for seed in range(args.seeds):
-            rec, at = one(group, seed)
+            rec, at = one(group, seed, shares=not args.tag)
             recs.append(rec)
             share_recs += at
             r = recs[-1]

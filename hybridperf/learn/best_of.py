@@ -7,8 +7,9 @@
 # q = P(Z < z_(n), W > p) / Phi(z_(n)) for (Z, W) standard bivariate normal with correlation rho, which Owen's T
 # function gives in closed form (Owen 1956, Ann. Math. Statist. 27(4), Eq. 2.1 / 3.1); the number predicted faster
 # is Binomial(n - 1, q) and the fastest is kept when that number is below k. The expectation over z_(n) (its
-# quantiles u^(1/n)) and e (a fine grid) is a fixed quadrature: within Monte Carlo noise of brute-force simulation
-# (tests/learn/test_best_of.py), and exactly k / n at rho = 0.
+# quantiles u^(1/n)) and e (a grid of 265 points) is a fixed quadrature: within Monte Carlo noise of brute-force
+# simulation and exact at n = 2 (1/2 + arcsin(rho) / pi) (tests/learn/test_best_of.py); at rho = 0, k / n within
+# 0.002 up to n = 10^7 (the grid's step in e limits a Binomial this sharp).
 #
 # Why: the held-out curve (:mod:`hybridperf.learn.shortlist`) measures the hit rate on halves of tens to hundreds
 # of training runs, and `rank` states it for spaces of thousands; the fastest of a larger space lies further in
@@ -44,8 +45,8 @@ def best_in_top_k(rho: float, n: int, k: int | Sequence[int] | np.ndarray) -> np
     predicted order correlate as a bivariate normal with correlation ``rho`` (clipped to :data:`RHO_RANGE`)."""
     kk = np.atleast_1d(np.asarray(k, dtype=np.float64))
     n = int(n)
-    if n < 1:
-        raise ValueError(f"n must be at least 1, got {n}")
+    if not 1 <= n < 2**31:  # scipy's bdtr takes a C int
+        raise ValueError(f"n must be at least 1 and below 2^31, got {n}")
     rho = float(np.clip(rho, *RHO_RANGE))
     s = np.sqrt(1.0 - rho * rho)
     u = (np.arange(_U) + 0.5) / _U
@@ -67,6 +68,11 @@ def fit_order_correlation(samples: Sequence[tuple[int, np.ndarray, np.ndarray, f
              for m, k, r, w in samples if len(k)]
     if not parts:
         raise ValueError("no hit rates to fit")
+    for m, k, r, w in parts:
+        if not (m >= 1 and len(k) == len(r) and np.all(np.isfinite(k) & np.isfinite(r)) and np.all((r >= 0) & (r <= 1))
+                and np.isfinite(w) and w > 0):
+            raise ValueError(f"hit rates must be finite shares in [0, 1], one per k, with a positive finite weight: "
+                             f"got m={m}, k={k.tolist()}, rates={r.tolist()}, weight={w}")
 
     def loss(rho: float) -> float:
         return sum(w * float(np.sum((best_in_top_k(rho, m, k) - r) ** 2)) for m, k, r, w in parts)

@@ -21,7 +21,7 @@
 # saw four fifths of the runs, and a half holds fewer, less extreme configurations than the space, both of which
 # make the curve err low: read as is at the space's share it stated 0.716 where 0.891 happened. The curve's ``rho``
 # (:mod:`hybridperf.learn.best_of`), fitted to the halves' rates at their own sizes, carries them to the space's
-# size instead: 0.937 stated where 0.891 happened, a Brier score of 0.085 against 0.143 (55 ranking cases).
+# size instead: 0.936 stated where 0.891 happened, a Brier score of 0.086 against 0.143 (55 ranking cases).
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -49,7 +49,7 @@ def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y
     "p": hit rates, "groups": groups measured at each share, "rho": the order correlation fitted to the groups'
     rates}`` at the fractions of :data:`FRACTIONS` that at least one group resolves, ``q`` the mean share those
     groups measured there (see the module docstring); kernels without a group of :data:`MIN_GROUP_RUNS` runs are
-    absent. ``correlation=False`` leaves ``rho`` out (0.2-1 s a kernel)."""
+    absent. ``correlation=False`` leaves ``rho`` out (0.2-2.5 s a kernel: :func:`_order_correlation`)."""
     pred = np.asarray(held_out_log_pred, dtype=np.float64)
     logy = np.asarray(log_y, dtype=np.float64)
     ok = np.isfinite(pred) & np.isfinite(logy)
@@ -102,23 +102,28 @@ def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y
 
 def _order_correlation(pools: list[tuple[int, np.ndarray]]) -> float:
     """The order correlation (:func:`hybridperf.learn.best_of.fit_order_correlation`) of a kernel's groups: each
-    group's halves of ``m`` runs and hit rates at :data:`FRACTIONS`, each group weighing once. Groups of the same
-    ``m`` pool; past :data:`_MAX_POOLS` sizes, groups within 15 % of each other do (at their median ``m``), so that
-    the fit's cost stays bounded."""
+    group's halves of ``m`` runs and hit rates at :data:`FRACTIONS`. Groups of the same ``m`` pool; past
+    :data:`_MAX_POOLS` distinct sizes, groups pool in :data:`_MAX_POOLS` bins of log ``m`` (at their median ``m``),
+    so that the fit's cost stays bounded (0.2-0.4 s a pool). Each group weighs once: a pool's weight, its groups,
+    is shared among the shares it resolves (halves of 2,000 resolve 9, halves of 5 two)."""
     fractions = np.asarray(FRACTIONS)
-    exact = len({m for m, _ in pools}) <= _MAX_POOLS
-    by_m: dict[int, list[tuple[int, np.ndarray]]] = {}
-    for m, rate in pools:
-        by_m.setdefault(m if exact else int(np.round(np.log(m) / np.log(1.15))), []).append((m, rate))
+    sizes = np.array([m for m, _ in pools], dtype=np.float64)
+    if len(np.unique(sizes)) <= _MAX_POOLS:
+        keys = sizes.astype(np.int64)
+    else:
+        edges = np.geomspace(sizes.min(), sizes.max(), _MAX_POOLS + 1)
+        keys = np.clip(np.searchsorted(edges, sizes, side="right") - 1, 0, _MAX_POOLS - 1)
     samples = []
-    for members in by_m.values():
+    for key in np.unique(keys):
+        members = [pools[i] for i in np.flatnonzero(keys == key)]
         m = int(np.median([mm for mm, _ in members]))
         stack = np.vstack([r for _, r in members])
         seen = np.isfinite(stack).sum(axis=0)
         rate = np.where(seen > 0, np.where(np.isfinite(stack), stack, 0.0).sum(axis=0) / np.maximum(seen, 1), np.nan)
         k = np.floor(fractions * m)
         use = (k >= 1) & np.isfinite(rate)
-        samples.append((m, k[use], rate[use], float(len(members))))
+        if use.any():
+            samples.append((m, k[use], rate[use], len(members) / int(use.sum())))
     return round(fit_order_correlation(samples), 4)
 
 

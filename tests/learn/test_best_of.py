@@ -35,6 +35,19 @@ def test_matches_brute_force_simulation(rho: float, n: int, ks: list[int]) -> No
     assert np.all(np.abs(got - sim) < 4 * se + 0.004), (got, sim)
 
 
+@pytest.mark.parametrize("rho", [-0.5, 0.3, 0.8, 0.95, 0.999])
+def test_two_configurations_have_the_closed_form(rho: float) -> None:
+    # Of two, the fastest is predicted fastest when the differences of the measured and the predicted values, a
+    # bivariate normal pair of correlation rho, share their sign: 1/2 + arcsin(rho) / pi (Sheppard's formula).
+    assert best_in_top_k(rho, 2, 1)[0] == pytest.approx(0.5 + np.arcsin(rho) / np.pi, abs=1e-3)
+
+
+def test_a_useless_order_of_a_huge_space_is_within_the_stated_accuracy() -> None:
+    np.testing.assert_allclose(best_in_top_k(0.0, 10**5, [100, 10**4, 5 * 10**4]), [0.001, 0.1, 0.5], atol=0.002)
+    with pytest.raises(ValueError, match="below 2"):
+        best_in_top_k(0.5, 2**31, 1)
+
+
 def test_rises_with_accuracy_with_the_share_and_with_the_space_at_a_fixed_share() -> None:
     rhos = np.linspace(0, 0.99, 12)
     assert np.all(np.diff([best_in_top_k(r, 200, 10)[0] for r in rhos]) > 0)
@@ -53,6 +66,30 @@ def test_the_fit_recovers_the_correlation_it_was_given() -> None:
         assert fit_order_correlation(samples) == pytest.approx(rho, abs=0.01)
     with pytest.raises(ValueError, match="no hit rates"):
         fit_order_correlation([(20, [], [], 1.0)])
+    for bad in ([(20, [1, 2], [0.3, np.nan], 1.0)], [(20, [1, 2], [0.3, 0.5], np.nan)], [(20, [1, 2], [0.3, 1.5], 1.0)],
+                [(20, [1, 2], [0.3], 1.0)]):
+        with pytest.raises(ValueError, match="hit rates must be"):
+            fit_order_correlation(bad)
+
+
+def test_many_group_sizes_pool_into_a_bounded_number_of_fits(monkeypatch) -> None:
+    """A kernel whose groups have many sizes is fitted on at most _MAX_POOLS pools (each a fit's cost), each group
+    weighing once in all: its pool's weight shared among the shares the pool resolves."""
+    import hybridperf.learn.shortlist as shortlist
+
+    seen = []
+    monkeypatch.setattr(shortlist, "fit_order_correlation", lambda samples: seen.append(samples) or 0.5)
+    rng = np.random.default_rng(5)
+    sizes = [5, 6, 7, 9, 12, 20, 35, 60, 110, 300, 800, 2000]
+    pools = [(m, np.where(np.floor(np.asarray(shortlist.FRACTIONS) * m) >= 1, rng.uniform(size=9), np.nan))
+             for m in sizes for _ in range(2)]
+    shortlist._order_correlation(pools)
+    samples = seen[-1]
+    assert len(samples) <= shortlist._MAX_POOLS
+    assert sum(w * len(k) for _, k, _, w in samples) == pytest.approx(len(pools))  # every group once
+    few = [p for p in pools if p[0] in (20, 300, 2000)]
+    shortlist._order_correlation(few)
+    assert sorted(m for m, *_ in seen[-1]) == [20, 300, 2000]  # few sizes: each fitted at its own size
 
 
 def test_training_curves_carry_a_correlation_near_the_simulated_one() -> None:

@@ -262,3 +262,22 @@ def test_special_files_are_refused_before_reading(tmp_path: Path, special: str) 
         os.mkfifo(path)  # opening it for reading would block until a writer comes
     with pytest.raises(ModelFileError, match="not a model file"):
         load_model(path)
+
+
+def test_a_shortlist_order_correlation_outside_minus_one_to_one_is_refused_on_load(tmp_path: Path,
+                                                                                    model_file: Path) -> None:
+    """rank's order correlation (intervals.shortlist_hits[k].rho) read from a file: kept when in (-1, 1), else a
+    one-line ModelFileError, whether the schema or the loader catches it."""
+    import hashlib
+
+    def with_rho(rho):
+        doc = json.loads(model_file.read_text())
+        doc["body"]["intervals"]["shortlist_hits"] = {"k": {"q": [0.1], "p": [0.5], "groups": [1.0], "rho": rho}}
+        doc["sha256"] = hashlib.sha256(json.dumps(doc["body"], sort_keys=True, allow_nan=False).encode()).hexdigest()
+        return _write(tmp_path, json.dumps(doc))
+
+    assert load_model(with_rho(0.5)).intervals.shortlist_hits["k"]["rho"] == 0.5
+    for bad in (1.5, -1, "0.8", True, [0.5]):
+        with pytest.raises(ModelFileError) as e:
+            load_model(with_rho(bad))
+        assert "rho" in str(e.value) and "\n" not in str(e.value), bad

@@ -82,7 +82,7 @@ def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y
         rate = np.where(k >= 1, (rank_of_best[:, None] < k[None, :]).mean(axis=0), np.nan)
         hits.setdefault(kernel[idx[0]], []).append((rate, np.where(k >= 1, k / m, np.nan)))
         pools.setdefault(kernel[idx[0]], []).append((m, rate))
-    out: dict[str, dict[str, list[float]]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name, parts in hits.items():
         r = np.vstack([rate for rate, _ in parts])
         n = np.isfinite(r).sum(axis=0)
@@ -133,8 +133,8 @@ def hit_probability(curve: Mapping[str, Any] | None, share: float, pool: int | N
     among its predicted-fastest ``round(share x pool)`` (:func:`hybridperf.learn.best_of.best_in_top_k`); else (a
     model file from before ``rho``) the curve as measured, interpolated in log share between measured shares, rising
     linearly to 1 at share 1. NaN below the finest measured share (the held-out runs cannot resolve it: there the
-    correlation's normal tails promised 0.44 where 0.16 happened, the 5 shown of 55 ranking cases) or without a
-    curve."""
+    correlation's normal tails promised 0.61-0.77 at 0.2-1 % of the space where 0.27-0.45 happened, 55 ranking
+    cases, experiments/results/shortlist_odds.md) or without a curve."""
     if curve is None or not np.isfinite(share) or share <= 0:
         return float("nan")
     if share >= 1:

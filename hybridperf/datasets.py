@@ -124,10 +124,11 @@ def load_dataset(name: str, *, root: str | Path | None = None) -> pd.DataFrame:
 
 
 def load_sources(sources: Sequence[str | Path], *, root: str | Path | None = None,
-                 check_names: bool = True) -> tuple[pd.DataFrame, dict[str, str]]:
+                 check_names: bool = True, unique: bool = False) -> tuple[pd.DataFrame, dict[str, str]]:
     """Sweeps named by file path or shipped dataset name, concatenated, and the sha256 of each source
     (keys: the path, or ``dataset:NAME``) for a model's provenance. ``check_names=False`` reads files
-    whose kernels have no descriptor yet (e.g. to write one from them)."""
+    whose kernels have no descriptor yet (e.g. to write one from them). ``unique``: a configuration in two
+    sources is a SweepError naming both (what training refuses, one row per configuration)."""
     from hybridperf.progress import track
 
     frames, hashes = [], {}
@@ -144,7 +145,30 @@ def load_sources(sources: Sequence[str | Path], *, root: str | Path | None = Non
         hashes[f"dataset:{src}"] = file_sha256(known[str(src)].data_path)
     if not frames:
         raise SweepError("give at least one sweep file or dataset name (see 'hybridperf datasets')")
+    if unique and len(frames) > 1:
+        _check_across(frames, [str(s) for s in sources])
     return pd.concat(frames, ignore_index=True), hashes
+
+
+def _check_across(frames: list[pd.DataFrame], names: list[str]) -> None:
+    """A SweepError when two of ``frames`` (named ``names``) hold the same configuration."""
+    from hybridperf.sweep import param_columns
+
+    whole = pd.concat([f.assign(_source=i) for i, f in enumerate(frames)], ignore_index=True)
+    key = ["kernel", "gpu", *param_columns(whole, "size."), *param_columns(whole, "config.")]
+    seen = whole.drop_duplicates(subset=[*key, "_source"])  # repeats within one file are that file's own error
+    both = seen[seen.duplicated(subset=key, keep=False)]
+    if both.empty:
+        return
+    first = both.groupby(key, dropna=False, sort=False)["_source"].apply(lambda s: tuple(sorted(set(s)))).iloc[0]
+    n = int(both.duplicated(subset=key, keep="first").sum())
+    example = both.iloc[0]
+    shown = ", ".join(f"{c}={example[c]:g}" if isinstance(example[c], float) else f"{c}={example[c]}"
+                      for c in key if pd.notna(example[c]))
+    raise SweepError(f"{names[first[0]]} and {names[first[1]]} hold the same configuration ({shown}); "
+                     f"{n} configuration{'s' if n != 1 else ''} appear in more than one source; training takes one "
+                     "row per configuration: drop the repeats from one source, or merge them into one row (time_ms "
+                     "= median, repeats = count)")
 
 
 def select_runs(data: pd.DataFrame, *, kernels: Sequence[str] | None = None,

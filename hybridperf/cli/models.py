@@ -42,7 +42,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from hybridperf.datasets import load_sources, select_runs
     from hybridperf.learn.model import train_model
 
-    data, hashes = load_sources(args.data)
+    data, hashes = load_sources(args.data, unique=True)
     data = select_runs(data, kernels=args.kernel, gpus=args.gpu)
     t0 = time.perf_counter()
     model = train_model(data, baseline=args.baseline, mode=args.mode, coverage=args.coverage,

@@ -225,3 +225,19 @@ def test_a_plot_it_cannot_draw_leaves_the_output_file_alone(model_path: str, tmp
                  "--plot", str(tmp_path / "p.png")]) == 2
     assert "needs a range of one parameter" in capsys.readouterr().err
     assert out.read_text() == "precious" and not (tmp_path / "p.png").exists()
+
+
+def test_train_names_the_two_files_that_hold_one_configuration(tmp_path: Path, capsys) -> None:
+    """One row per configuration: the same runs in two files are refused naming both files (the joined table's row
+    numbers said nothing of where they came from), before any model file is written."""
+    import pandas as pd
+
+    rows = pd.read_csv(SWEEP)
+    a, b, out = tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "m.json"
+    rows.iloc[:40].to_csv(a, index=False)
+    rows.iloc[30:60].to_csv(b, index=False)
+    assert main(["train", str(a), str(b), "-o", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{a} and {b} hold the same configuration" in err and "10 configurations" in err and not out.exists()
+    rows.iloc[40:60].to_csv(b, index=False)  # apart: trains
+    assert main(["train", str(a), str(b), "-o", str(out), "--quiet"]) == 0

@@ -197,8 +197,10 @@ def read_rows(path: str | Path) -> pd.DataFrame:
 
 
 def _check_rows(df: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """Rows to predict: at most MAX_GRID_ROWS, names given, every size and numeric config value finite
-    (a missing value is refused rather than replaced by a default), sizes >= 0."""
+    """Rows to predict: at most MAX_GRID_ROWS, names given, every size and numeric config value given finite,
+    sizes >= 0. An empty cell is left to the rows' check against their kernel's descriptor (rowcheck), as in a
+    sweep: a column another kernel's rows fill is absent for this one, an empty size cell in a column its own rows
+    fill is an invalid row, an empty config cell takes the default and says so (``defaulted``)."""
     from hybridperf.limits import MAX_GRID_ROWS
     from hybridperf.sweep import param_columns
 
@@ -216,7 +218,7 @@ def _check_rows(df: pd.DataFrame, path: Path) -> pd.DataFrame:
         if not pd.api.types.is_numeric_dtype(values) and col.startswith("config."):
             continue  # a categorical (string) configuration parameter
         num = pd.to_numeric(values, errors="coerce").to_numpy(dtype="float64", na_value=float("nan"))
-        bad = ~np.isfinite(num) | ((num < 0) & col.startswith("size."))
+        bad = (~np.isfinite(num) & values.notna().to_numpy()) | ((num < 0) & col.startswith("size."))
         if bad.any():
             i = int(bad.argmax())
             raise SweepError(f"{path}: column {col!r} has {str(values.iloc[i])[:30]!r} in data row {i + 1}; give every "

@@ -109,6 +109,31 @@ def test_predict_rows_resolve_aliases_and_refuse_other_inputs(model_path: str, t
     assert len(rows) == 3 and all("never trained" in r["ood_reason"] for r in rows)
 
 
+def test_predict_rows_of_two_kernels_in_one_file(model_path: str, tmp_path: Path, capsys) -> None:
+    """Rows of kernels with other parameters share a file, each leaving the others' columns empty (refused as 'nan'
+    in a column before); an empty config cell of a row's own kernel takes the default and says so where the model
+    trained on given values (the shipped model's H200 matvec runs set BLOCK; the TITAN V runs do not); an empty
+    size cell of its own is still refused (--strict) or dropped."""
+    from tests.paths import REPO
+
+    default_model = str(REPO / "models" / "default.json")
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text("kernel,gpu,size.N,config.BLOCK,config.TILE\n"
+                     "seed004-matvec,h200,4096,256,\nseed002-tiled-matmul,h200,2048,,16\n"
+                     "seed004-matvec,h200,8192,,\n")
+    assert main(["predict", "-m", default_model, "--rows", str(mixed), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["kernel"] for r in rows] == ["seed004-matvec", "seed002-tiled-matmul", "seed004-matvec"]
+    assert all(r["pred_ms"] > 0 for r in rows)
+    assert "defaulted" not in rows[0]["ood_reason"] and "config BLOCK defaulted" in rows[2]["ood_reason"]
+    mixed.write_text("kernel,gpu,size.N,config.BLOCK\nseed004-matvec,titan-v,4096,256\nseed004-matvec,titan-v,,256\n")
+    assert main(["predict", "-m", model_path, "--rows", str(mixed), "--strict"]) == 2
+    assert "size.N (a size of seed004-matvec) is empty in data row 2" in capsys.readouterr().err
+    mixed.write_text("kernel,gpu,size.N,config.BLOCK\nseed004-matvec,titan-v,4096,inf\n")
+    assert main(["predict", "-m", model_path, "--rows", str(mixed)]) == 2
+    assert "column 'config.BLOCK' has 'inf' in data row 1" in capsys.readouterr().err
+
+
 def test_evaluate_side_by_side(capsys) -> None:
     assert main(["evaluate", SWEEP, "--split", "S2", "--kernel", "seed004-matadd", "--json"]) == 0
     table = json.loads(capsys.readouterr().out)["table"]

@@ -161,7 +161,7 @@ def _check_across(frames: list[pd.DataFrame], names: list[str]) -> None:
     if both.empty:
         return
     first = both.groupby(key, dropna=False, sort=False)["_source"].apply(lambda s: tuple(sorted(set(s)))).iloc[0]
-    n = int(both.duplicated(subset=key, keep="first").sum())
+    n = len(both.drop_duplicates(subset=key))  # configurations, each counted once however many sources hold it
     example = both.iloc[0]
     shown = ", ".join(f"{c}={example[c]:g}" if isinstance(example[c], float) else f"{c}={example[c]}"
                       for c in key if pd.notna(example[c]))

@@ -152,10 +152,10 @@ def load_sources(sources: Sequence[str | Path], *, root: str | Path | None = Non
 
 def _check_across(frames: list[pd.DataFrame], names: list[str]) -> None:
     """A SweepError when two of ``frames`` (named ``names``) hold the same configuration."""
-    from hybridperf.sweep import param_columns
+    from hybridperf.sweep import configuration_key
 
     whole = pd.concat([f.assign(_source=i) for i, f in enumerate(frames)], ignore_index=True)
-    key = ["kernel", "gpu", *param_columns(whole, "size."), *param_columns(whole, "config.")]
+    key = configuration_key(whole)
     seen = whole.drop_duplicates(subset=[*key, "_source"])  # repeats within one file are that file's own error
     both = seen[seen.duplicated(subset=key, keep=False)]
     if both.empty:

@@ -18,6 +18,7 @@ __all__ = [
     "PREFIXES",
     "STATUSES",
     "SweepSummary",
+    "configuration_key",
     "known_names",
     "launch_rows",
     "noise_floor",
@@ -75,6 +76,11 @@ def param_columns(df: pd.DataFrame, prefix: str | tuple[str, ...] = ("size.", "c
     if bad:
         raise SweepError(f"unknown column prefix {bad[0]!r}; use one of {', '.join(PREFIXES)}")
     return [c for c in df.columns if isinstance(c, str) and c.startswith(prefixes)]
+
+
+def configuration_key(df: pd.DataFrame) -> list[str]:
+    """The columns that name one configuration of a sweep (one row each): kernel, gpu, size.*, config.*."""
+    return ["kernel", "gpu", *param_columns(df, "size."), *param_columns(df, "config.")]
 
 
 def size_column(columns: Iterable[str], name: str) -> str | None:
@@ -374,13 +380,12 @@ def _validate(df: pd.DataFrame, source: str, kernels: set[str] | None, gpus: set
                        "problem sizes are counts >= 0: fix the value or the importer's sizes= option")
         elif c.startswith("config."):
             out[c] = _config(out, c, source)
-    key = ["kernel", "gpu", *param_columns(out, "size."), *param_columns(out, "config.")]
+    key = configuration_key(out)
     _check(source, out.duplicated(subset=key, keep=False).to_numpy(),
            f"duplicate configurations (same {', '.join(key[:4])}{', ...' if len(key) > 4 else ''})",
            "merge repeats into one row (time_ms = median, repeats = count) "
            "or add the parameter that distinguishes them as a config.* column")
-    order = ["kernel", "gpu", *param_columns(out, "size."), *param_columns(out, "config.")]
-    order += [c for c in _BASE_ORDER[2:] if c in out]
+    order = [*key, *(c for c in _BASE_ORDER[2:] if c in out)]
     order += param_columns(out, "counter.") + param_columns(out, "info.")
     result = out[order]
     result.attrs = dict(df.attrs)

@@ -61,8 +61,7 @@ def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y
     kernel = rows["kernel"].astype(str).to_numpy()
     rng = np.random.default_rng(random_state)
     fractions = np.asarray(FRACTIONS)
-    hits: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    pools: dict[str, list[tuple[int, np.ndarray]]] = {}
+    hits: dict[str, list[tuple[int, np.ndarray]]] = {}  # per kernel, per group: (runs in a half, rates)
     counts = np.bincount(codes[codes >= 0]) if (codes >= 0).any() else np.zeros(0, dtype=np.int64)
     big = np.flatnonzero(counts >= MIN_GROUP_RUNS)
     in_big = np.isin(codes, big)
@@ -80,11 +79,10 @@ def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y
         rank_of_best = np.argmax(order == best[:, None], axis=1)  # 0 = predicted fastest
         k = np.floor(fractions * m).astype(int)
         rate = np.where(k >= 1, (rank_of_best[:, None] < k[None, :]).mean(axis=0), np.nan)
-        hits.setdefault(kernel[idx[0]], []).append((rate, np.where(k >= 1, k / m, np.nan)))
-        pools.setdefault(kernel[idx[0]], []).append((m, rate))
+        hits.setdefault(kernel[idx[0]], []).append((m, rate))
     out: dict[str, dict[str, Any]] = {}
     for name, parts in hits.items():
-        r = np.vstack([rate for rate, _ in parts])
+        r = np.vstack([rate for _, rate in parts])
         n = np.isfinite(r).sum(axis=0)
         keep = n > 0
         if keep.any():
@@ -92,11 +90,12 @@ def held_out_hit_curves(rows: pd.DataFrame, held_out_log_pred: np.ndarray, log_y
             # Increasing: a group's k / m grows with f (each f at least doubles the one before it, so k does once it
             # is 1), and a group first counted at f measured 1 / m > the fraction before it, which bounds every
             # share measured there.
-            share = np.nanmean(np.vstack([sh for _, sh in parts])[:, keep], axis=0)
+            measured = [np.where(np.isfinite(rate), np.floor(fractions * m) / m, np.nan) for m, rate in parts]
+            share = np.nanmean(np.vstack(measured)[:, keep], axis=0)
             out[name] = {"q": share.tolist(), "p": np.maximum.accumulate(mean).tolist(),
                          "groups": n[keep].astype(float).tolist()}
             if correlation:
-                out[name]["rho"] = _order_correlation(pools[name])
+                out[name]["rho"] = _order_correlation(parts)
     return out
 
 

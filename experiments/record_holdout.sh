@@ -4,6 +4,7 @@
 # largest. Nothing is trained on these rows; experiments/holdout_check.py predicts them.
 #
 #   OUT=build/holdout bash experiments/record_holdout.sh        # needs-gpu (CuPy + an NVIDIA GPU)
+#   BEYOND=0 OUT=... bash experiments/record_holdout.sh          # without the two N = 12288 matmuls (~2 min)
 #
 # Writes $OUT/sweep.parquet (provenance in its metadata) and $OUT/log.txt; rerunning resumes.
 set -u
@@ -18,8 +19,10 @@ step 60 "reduction" -- --kernel bench-reduction --sizes N=8388608,33554432,13421
 step 60 "tiled matmul" -- --kernel seed002-tiled-matmul --sizes N=1536,3072,6144 -o "$SWEEP"
 step 60 "ryoo matmul" -- --kernel bench-ryoo-matmul --sizes N=1536,3072,6144 -o "$SWEEP"
 step 90 "mb" -- --kernel bench-mb --sizes N=262144,2097152 -o "$SWEEP"
-step 60 "tiled matmul, beyond" -- --kernel seed002-tiled-matmul --sizes N=12288 --min-repeats 3 --warmup 1 -o "$SWEEP"
-step 100 "ryoo matmul, beyond" -- --kernel bench-ryoo-matmul --sizes N=12288 --min-repeats 3 --warmup 1 -o "$SWEEP"
+step 10 "matvec across the wave step" -- --kernel seed004-matvec \
+    --sizes N=32768,33792,34048,35840,40960,45056,57344,65536 --space BLOCK=256 -o "$SWEEP"
+[ "${BEYOND:-1}" = 1 ] && step 60 "tiled matmul, beyond" -- --kernel seed002-tiled-matmul --sizes N=12288 --min-repeats 3 --warmup 1 -o "$SWEEP"
+[ "${BEYOND:-1}" = 1 ] && step 100 "ryoo matmul, beyond" -- --kernel bench-ryoo-matmul --sizes N=12288 --min-repeats 3 --warmup 1 -o "$SWEEP"
 
 "$PY" - "$SWEEP" >>"$LOG" 2>&1 <<'PYEOF'
 import sys

@@ -54,7 +54,13 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         Scale the learned residual by the weight in [0, 1] that best fits the out-of-fold
         residuals (a stacking weight), one weight per group of the last group column (e.g. per
         kernel) and an overall one: residuals that are noise (tiny or noisy data) shrink to 0,
-        leaving the calibrated baseline; residuals with structure keep a weight near 1.
+        leaving the calibrated baseline; residuals with structure keep a weight near 1. With ordered
+        ``groups`` (sizes) there are two sets: the forward fits' weights, which measure the residual beyond
+        the sizes a fit saw and serve rows beyond their kernel's trained sizes, and the random folds'
+        weights, which serve rows inside them (a residual that does not extrapolate may still describe the
+        sizes it was fitted on: bench-mb's forward weight was 0 while the random folds kept 1). Over the
+        first doubling beyond the trained sizes the weight moves linearly from one to the other, so a
+        prediction does not jump at the range's edge.
     calibration : {"scale", "affine"}
         How each group of the first group column is calibrated to the baseline: ``scale``, one
         factor (seed 004's adjusting weight); ``affine``, time = overhead + factor x baseline with
@@ -118,6 +124,10 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         ``transfer_baseline_column`` (sorted; those whose own baseline is another column).
     residual_weight_ : float, overall weight of the learned residual (1 unless shrink_residual).
     residual_weights_ : {group id: weight} for the last group column.
+    within_weight_, within_weights_ : the same from the random folds, for rows inside their kernel's
+        trained sizes (None where there are no forward fits: then the weights above serve every row).
+    size_ranges_ : {last-group-column id: (min, max) arrays over the extrapolation columns} of the
+        training rows (empty without within weights).
     oof_abs_log_errors_ : sorted out-of-fold |log(pred/measured)| from random folds: the conformal
         scores for rows inside the training range.
     extrap_abs_log_errors_ : sorted forward scores (each size band predicted from the smaller
@@ -223,6 +233,9 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
             self.feature_max_ = np.nanmax(np.where(np.isnan(finite), -np.inf, finite), axis=0)
         self.residual_weight_ = 1.0
         self.residual_weights_: dict[float, float] = {}
+        self.within_weight_: float | None = None
+        self.within_weights_: dict[float, float] = {}
+        self.size_ranges_: dict[float, tuple[np.ndarray, np.ndarray]] = {}
         self.oof_abs_log_errors_ = None
         self.extrap_abs_log_errors_ = None
         self.extrapolation_mask_ = self._column_mask(self.extrapolation_columns)
@@ -238,7 +251,10 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         rnd = self._oof_parts(X, target, w, rnd_splits)
         stack_off, stack_reg = fwd if fwd[0] is not None else rnd
         if stack_off is not None and want_stack:
-            self._fit_stack_weights(X, target, stack_off, stack_reg)
+            self.residual_weight_, self.residual_weights_ = self._stack_weights(X, target, stack_off, stack_reg)
+            if fwd[0] is not None and rnd[0] is not None and self.extrapolation_mask_.any():
+                self.within_weight_, self.within_weights_ = self._stack_weights(X, target, *rnd)
+                self.size_ranges_ = self._size_ranges(X)
         if self.coverage is not None:
             self._keep_heldout(X, np.log(y), base, rnd, rnd_splits, fwd, fwd_splits)
         return self
@@ -335,11 +351,15 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         ``shift`` (how far each forward-held-out row lies beyond its fit's training range, in the
         extrapolation columns' units, i.e. log2 of the size factor for log2 sizes).
         """
-        weights = self._weights(X)
+        # Random folds hold out rows at trained sizes, forward fits predict rows beyond their fit's sizes: each row
+        # with the weight the model gives a row so placed against its own sizes.
+        weights = {"random": self._weights(X), "forward": np.array(self._forward_weights(X), dtype=np.float64)}
+        for tr, te in (fwd_splits or []) if self.size_ranges_ else []:
+            weights["forward"][te] = self._weights(X[te], self._size_ranges(X[tr]))
         for name, attr, (off, reg) in (("random", "oof_abs_log_errors_", rnd),
                                        ("forward", "extrap_abs_log_errors_", fwd)):
             if off is not None:
-                pred = base + off + weights * reg
+                pred = base + off + weights[name] * reg
                 self.heldout_[name] = pred
                 setattr(self, attr, conformity_scores(logy - pred))
         if rnd_splits is not None:
@@ -366,7 +386,9 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         for tr, te in splits:
             # Rows of a last-column group (a kernel) the split never trained take the overall residual weight, as
             # the model gives a kernel it never trained (not the weight learned from that kernel's own residuals).
-            weights = np.array(self._weights(X[te]), dtype=np.float64)  # a copy: the mapped weights are read-only
+            # Inside or beyond the split's own training sizes, as the model weighs rows inside or beyond its own.
+            weights = np.array(self._weights(X[te], self._size_ranges(X[tr]) if self.size_ranges_ else None),
+                               dtype=np.float64)  # a copy: the mapped weights are read-only
             if idx:
                 weights[~np.isin(X[te, idx[-1]], X[tr, idx[-1]])] = self.residual_weight_
             # Rows of a first-column group (a GPU, a kernel) the split never trained are predicted as the model
@@ -408,17 +430,38 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"mode={self.mode!r} needs baseline_column (the log analytical time)")
         return X, y, w
 
-    def _fit_stack_weights(self, X: np.ndarray, target: np.ndarray, off: np.ndarray, reg: np.ndarray) -> None:
+    def _stack_weights(self, X: np.ndarray, target: np.ndarray, off: np.ndarray,
+                       reg: np.ndarray) -> tuple[float, dict[float, float]]:
+        """(overall weight, {last-group-column id: weight}) fitted to held-out (offset, regressor) parts."""
         ok = np.isfinite(off)
         r = target - off
-        self.residual_weight_ = stack_weight(r[ok], reg[ok], 0.0)
+        overall = stack_weight(r[ok], reg[ok], 0.0)
+        per_group: dict[float, float] = {}
         idx = self._group_indices()
         if idx:
             g = X[:, idx[-1]]
             for v in np.unique(g[np.isfinite(g) & ok]):
                 m = (g == v) & ok
                 if m.sum() >= 3:
-                    self.residual_weights_[float(v)] = stack_weight(r[m], reg[m], self.residual_weight_)
+                    per_group[float(v)] = stack_weight(r[m], reg[m], overall)
+        return overall, per_group
+
+    def _size_ranges(self, X: np.ndarray) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+        """{last-group-column id: (min, max) over the extrapolation columns} of the rows of X (NaN: none)."""
+        idx = self._group_indices()
+        if not idx:
+            return {}
+        cols = np.flatnonzero(self.extrapolation_mask_)
+        g = X[:, idx[-1]]
+        out = {}
+        for v in np.unique(g[np.isfinite(g)]):
+            part = X[np.ix_(g == v, cols)]
+            has = np.isfinite(part).any(axis=0)
+            with np.errstate(all="ignore"):
+                lo = np.where(has, np.nanmin(np.where(has, part, 0.0), axis=0), np.nan)
+                hi = np.where(has, np.nanmax(np.where(has, part, 0.0), axis=0), np.nan)
+            out[float(v)] = (lo, hi)
+        return out
 
     def _oof_parts(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None,
                    splits: list | None) -> tuple[np.ndarray | None, np.ndarray]:
@@ -467,12 +510,44 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     def _offsets(self, X: np.ndarray, levels: list[GroupTable], glob: float) -> FloatArray:
         return apply_offsets([X[:, j] for j in self._group_indices()], levels, glob, self._base(X))
 
-    def _weights(self, X: np.ndarray) -> np.ndarray:
-        """Per-row residual weight: the row's group weight, else the overall one."""
+    def _group_weights(self, X: np.ndarray, per_group: dict[float, float], overall: float) -> np.ndarray:
         idx = self._group_indices()
-        if not idx or not self.residual_weights_:
-            return np.full(X.shape[0], self.residual_weight_)
-        return pd.Series(X[:, idx[-1]]).map(self.residual_weights_).fillna(self.residual_weight_).to_numpy(np.float64)
+        if not idx or not per_group:
+            return np.full(X.shape[0], overall)
+        return pd.Series(X[:, idx[-1]]).map(per_group).fillna(overall).to_numpy(np.float64)
+
+    def _forward_weights(self, X: np.ndarray) -> np.ndarray:
+        """Per-row residual weight beyond the trained sizes: the row's group weight, else the overall one."""
+        return self._group_weights(X, self.residual_weights_, self.residual_weight_)
+
+    def _weights(self, X: np.ndarray, ranges: dict[float, tuple[np.ndarray, np.ndarray]] | None = None) -> np.ndarray:
+        """Per-row residual weight: inside the row's kernel's trained sizes (``ranges``, default the model's) the
+        random folds' weight, beyond them the forward fits' weight, linearly between over the first doubling
+        (see ``shrink_residual``)."""
+        fwd = self._forward_weights(X)
+        within = getattr(self, "within_weight_", None)
+        if within is None:
+            return fwd
+        inside = self._group_weights(X, self.within_weights_, within)
+        ramp = np.clip(self._size_shift(X, self.size_ranges_ if ranges is None else ranges), 0.0, 1.0)
+        return np.where(np.isnan(ramp), fwd, inside + (fwd - inside) * ramp)
+
+    def _size_shift(self, X: np.ndarray, ranges: dict[float, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """How far each row lies outside its kernel's sizes in ``ranges``, in the extrapolation columns' units (log2
+        of the size factor), largest over the columns; 0 inside, NaN for a kernel not in ``ranges``."""
+        shift = np.full(X.shape[0], np.nan)
+        idx = self._group_indices()
+        if not idx or not ranges:
+            return shift
+        cols = np.flatnonzero(self.extrapolation_mask_)
+        g = X[:, idx[-1]]
+        for v, (lo, hi) in ranges.items():
+            m = g == v
+            if m.any():
+                x = X[np.ix_(m, cols)]
+                out = np.fmax(x - hi, lo - x)  # NaN where the row or the kernel has no such size
+                shift[m] = np.fmax(np.nanmax(np.where(np.isnan(out), -np.inf, out), axis=1), 0.0)
+        return shift
 
     def _log_predict(self, X: np.ndarray) -> np.ndarray:
         out = self._base(X) + self._offsets(X, self.group_offsets_, self.offset_)

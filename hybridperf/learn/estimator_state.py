@@ -39,6 +39,7 @@ def estimator_to_dict(est: HybridRegressor) -> dict[str, Any]:
         "group_offsets_": [[[k, v[0], v[1]] for k, v in sorted(t.items())] for t in est.group_offsets_],
         "residual_weight_": float(est.residual_weight_),
         "residual_weights_": [[k, v] for k, v in sorted(est.residual_weights_.items())],
+        **_within_to_dict(est),
         **optional,
         "feature_min_": encode_array(est.feature_min_),
         "feature_max_": encode_array(est.feature_max_),
@@ -49,6 +50,37 @@ def estimator_to_dict(est: HybridRegressor) -> dict[str, Any]:
         "transfer_booster": None if est.transfer_regressor_ is None else booster_to_json(est.transfer_regressor_),
         "transfer_kernels_": sorted(getattr(est, "transfer_kernels_", [])),
     }
+
+
+def _within_to_dict(est: HybridRegressor) -> dict[str, Any]:
+    """The residual weights inside the trained sizes and the sizes per kernel (absent where the model has none,
+    as in files written before them)."""
+    if getattr(est, "within_weight_", None) is None:
+        return {}
+    return {"within_weight_": float(est.within_weight_),
+            "within_weights_": [[k, v] for k, v in sorted(est.within_weights_.items())],
+            "size_ranges_": [[k, [_json(x) for x in lo], [_json(x) for x in hi]]
+                             for k, (lo, hi) in sorted(est.size_ranges_.items())]}
+
+
+def _json(x: float) -> float | None:
+    return None if np.isnan(x) else float(x)
+
+
+def _within_from_dict(est: HybridRegressor, doc: dict[str, Any]) -> None:
+    """Set what :func:`_within_to_dict` wrote (or none: the forward weights then serve every row)."""
+    est.within_weight_, est.within_weights_, est.size_ranges_ = None, {}, {}
+    if doc.get("within_weight_") is None:
+        return
+    n = int(np.sum(est.extrapolation_mask_))
+    est.within_weight_ = float(doc["within_weight_"])
+    est.within_weights_ = {float(k): float(v) for k, v in doc["within_weights_"]}
+    for k, lo, hi in doc["size_ranges_"]:
+        lo, hi = (np.array([np.nan if x is None else x for x in v], dtype=np.float64) for v in (lo, hi))
+        if len(lo) != n or len(hi) != n:
+            raise ModelFileError(f"model file size_ranges_ do not match its {n} extrapolation columns; "
+                                 "retrain the model")
+        est.size_ranges_[float(k)] = (lo, hi)
 
 
 def _check_columns(est: HybridRegressor) -> None:
@@ -96,6 +128,7 @@ def estimator_from_dict(cls: type[HybridRegressor], doc: Any) -> HybridRegressor
         est.feature_min_ = decode_array(doc["feature_min_"], "feature_min_")
         est.feature_max_ = decode_array(doc["feature_max_"], "feature_max_")
         est.extrapolation_mask_ = np.array([bool(v) for v in doc["extrapolation_mask_"]], dtype=bool)
+        _within_from_dict(est, doc)
         est.transfer_offsets_ = [{float(k): (float(a), float(b)) for k, a, b in t} for t in doc["transfer_offsets_"]]
         est.transfer_offset_ = float(doc["transfer_offset_"])
         # absent in files written before it: every kernel's transfer fit took its own baseline

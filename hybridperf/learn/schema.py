@@ -197,8 +197,17 @@ _ESTIMATOR_FIELDS = {
     "transfer_booster": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
     # kernel ids (estimator_state); absent in files written before it
     "transfer_kernels_": _array(_ID),
+    # the residual weights inside the trained sizes, and each kernel's (min, max) log2 sizes; absent in files
+    # written before them and where a model has no forward fits
+    "within_weight_": _unit(exclusive_low=False),
+    "within_weights_": _array(_array(_FINITE, 2, minItems=2, prefixItems=[_ID, _unit(exclusive_low=False)])),
+    "size_ranges_": _array(_array({}, 3, minItems=3, prefixItems=[
+        _ID, _numbers(-1100, 1100, nullable=True, max_items=MAX_FEATURES),
+        _numbers(-1100, 1100, nullable=True, max_items=MAX_FEATURES)])),
 }
-_ESTIMATOR = _obj(_ESTIMATOR_FIELDS, required=[k for k in _ESTIMATOR_FIELDS if k != "transfer_kernels_"])
+_LATER_FIELDS = {"transfer_kernels_", "within_weight_", "within_weights_", "size_ranges_"}
+_ESTIMATOR = {**_obj(_ESTIMATOR_FIELDS, required=[k for k in _ESTIMATOR_FIELDS if k not in _LATER_FIELDS]),
+              "dependentRequired": {"within_weight_": ["within_weights_", "size_ranges_"]}}
 
 _INTERVALS = _obj({
     "version": {"type": "integer", "minimum": 1, "maximum": 1000},

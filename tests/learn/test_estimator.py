@@ -1,6 +1,8 @@
 """HybridRegressor: the scikit-learn contract, modes, intervals, and a save/load round trip of its state."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -353,3 +355,82 @@ def test_held_out_rows_of_a_kernel_the_split_never_trained_take_the_overall_resi
     a = est.held_out_log_predict(X, y, [(rest, part)])[part]
     est.residual_weights_ = {0.0: 1.0, 1.0: 0.0}
     assert not np.allclose(a, est.held_out_log_predict(X, y, [(rest, part)])[part])
+
+
+def _residual_that_flips_with_size(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Columns [log baseline, log2 size, config, (kernel, GPU) id, kernel id]: one kernel on one GPU whose
+    residual over the config flips its sign from one size to the next. Fitted on some sizes it describes
+    them; it says nothing of the next size (the forward fits' weight is ~0, the random folds' ~1)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s in (10.0, 11.0, 12.0, 13.0, 14.0):
+        c = rng.random(120)
+        base = 0.5 * s + np.log(1.0 + c)
+        logy = base + 0.8 * np.sin(6.0 * c) * (-1.0) ** s + rng.normal(0, 0.01, len(c))
+        rows.append(np.column_stack([base, np.full(len(c), s), c, np.full(len(c), 3.0), np.full(len(c), 3.0),
+                                     np.exp(logy)]))
+    data = np.vstack(rows)
+    return data[:, :5], data[:, 5], data[:, 1]
+
+
+def _flip_model(**kw) -> HybridRegressor:
+    X, y, bands = _residual_that_flips_with_size()
+    return HybridRegressor(regressor=XGBRegressor(n_estimators=60, max_depth=4, n_jobs=1), baseline_column=0,
+                           group_columns=[3, 4], shrink_residual=True, extrapolation_columns=[1], coverage=0.9,
+                           **kw).fit(X, y, groups=bands)
+
+
+def test_inside_the_trained_sizes_the_residual_keeps_the_random_folds_weight() -> None:
+    X, y, _ = _residual_that_flips_with_size()
+    est = _flip_model()
+    assert est.residual_weights_[3.0] < 0.2 < 0.8 < est.within_weights_[3.0]
+    assert est.size_ranges_[3.0][0][0] == 10.0 and est.size_ranges_[3.0][1][0] == 14.0
+    inside = np.abs(np.log(est.predict(X) / y))
+    forward_only = copy.copy(est)
+    forward_only.within_weight_ = None
+    assert np.median(inside) < 0.1 < 0.3 < np.median(np.abs(np.log(forward_only.predict(X) / y)))
+    # two or more doublings beyond: the forward weight alone, as before
+    far = X[X[:, 1] == 14.0].copy()
+    far[:, 1] = 15.5
+    np.testing.assert_allclose(est.predict(far), forward_only.predict(far), rtol=1e-12)
+    # at the edge no jump, and halfway through the first doubling half of each weight
+    edge = X[X[:, 1] == 14.0].copy()
+    just = edge.copy()
+    just[:, 1] = 14.0 + 1e-9
+    np.testing.assert_allclose(est.predict(just), est.predict(edge), rtol=1e-6)
+    half = edge.copy()
+    half[:, 1] = 14.5
+    w = est._weights(half)
+    np.testing.assert_allclose(w, (est.residual_weights_[3.0] + est.within_weights_[3.0]) / 2)
+
+
+def test_held_out_fits_weigh_rows_by_their_place_against_the_splits_own_sizes() -> None:
+    X, y, _ = _residual_that_flips_with_size()
+    est = _flip_model()
+    forward_only = copy.copy(est)
+    forward_only.within_weight_ = None
+    small, top = np.flatnonzero(X[:, 1] <= 12.0), np.flatnonzero(X[:, 1] == 14.0)
+    # rows two doublings beyond the split's sizes: the forward weight, although inside the model's sizes
+    np.testing.assert_allclose(est.held_out_log_predict(X, y, [(small, top)])[top],
+                               forward_only.held_out_log_predict(X, y, [(small, top)])[top])
+    # rows at the split's own sizes: the weight inside
+    te = small[::4]
+    tr = np.setdiff1d(np.arange(len(y)), te)
+    inside = np.abs(est.held_out_log_predict(X, y, [(tr, te)])[te] - np.log(y[te]))
+    outside = np.abs(forward_only.held_out_log_predict(X, y, [(tr, te)])[te] - np.log(y[te]))
+    assert np.median(inside) < 0.5 * np.median(outside)
+
+
+def test_the_weights_inside_the_trained_sizes_survive_a_save_and_load() -> None:
+    X, y, _ = _residual_that_flips_with_size()
+    est = _flip_model()
+    doc = est.to_dict()
+    back = HybridRegressor.from_dict(doc)
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    # a file written before them: the forward weights serve every row, as they did
+    old = {k: v for k, v in doc.items() if k not in ("within_weight_", "within_weights_", "size_ranges_")}
+    forward_only = HybridRegressor.from_dict(old)
+    assert forward_only.within_weight_ is None
+    np.testing.assert_allclose(np.log(forward_only.predict(X)),
+                               est._base(X) + est._offsets(X, est.group_offsets_, est.offset_)
+                               + est.residual_weights_[3.0] * est.regressor_.predict(X))

@@ -281,3 +281,27 @@ def test_a_shortlist_order_correlation_outside_minus_one_to_one_is_refused_on_lo
         with pytest.raises(ModelFileError) as e:
             load_model(with_rho(bad))
         assert "rho" in str(e.value) and "\n" not in str(e.value), bad
+
+
+def test_the_weights_inside_the_trained_sizes_are_checked_on_load(tmp_path: Path, model_file: Path) -> None:
+    """The residual weights inside the trained sizes travel with their per-kernel size ranges: a file with the
+    weights and no ranges, or ranges of another length than the extrapolation columns, is a one-line
+    ModelFileError; a file with none of the three (written before them) loads with the forward weights alone."""
+    import hashlib
+
+    def edited(change):
+        doc = json.loads(model_file.read_text())
+        change(doc["body"]["estimator"])
+        doc["sha256"] = hashlib.sha256(json.dumps(doc["body"], sort_keys=True, allow_nan=False).encode()).hexdigest()
+        return _write(tmp_path, json.dumps(doc))
+
+    est = json.loads(model_file.read_text())["body"]["estimator"]
+    assert est["within_weight_"] is not None and est["size_ranges_"]  # the TITAN V sweep has forward fits
+    for change, word in [(lambda e: e.pop("size_ranges_"), "size_ranges_"),
+                         (lambda e: e["size_ranges_"][0][1].append(3.0), "size_ranges_"),
+                         (lambda e: e.update(within_weight_=1.5), "within_weight_")]:
+        with pytest.raises(ModelFileError) as err:
+            load_model(edited(change))
+        assert word in str(err.value) and "\n" not in str(err.value)
+    old = load_model(edited(lambda e: [e.pop(k) for k in ("within_weight_", "within_weights_", "size_ranges_")]))
+    assert old.pipeline.named_steps["hybrid"].within_weight_ is None

@@ -55,12 +55,14 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         residuals (a stacking weight), one weight per group of the last group column (e.g. per
         kernel) and an overall one: residuals that are noise (tiny or noisy data) shrink to 0,
         leaving the calibrated baseline; residuals with structure keep a weight near 1. With ordered
-        ``groups`` (sizes) there are two sets: the forward fits' weights, which measure the residual beyond
-        the sizes a fit saw and serve rows beyond their kernel's trained sizes, and the random folds'
-        weights, which serve rows inside them (a residual that does not extrapolate may still describe the
-        sizes it was fitted on: bench-mb's forward weight was 0 while the random folds kept 1). Over the
-        first doubling beyond the trained sizes the weight moves linearly from one to the other, so a
-        prediction does not jump at the range's edge.
+        ``groups`` (sizes) and group columns there are two sets: the forward fits' weights, which measure
+        the residual beyond the sizes a fit saw and serve rows outside the sizes their first-column group
+        (a kernel on a GPU) was trained on, or of a group never trained, and the random folds' weights,
+        which serve rows inside them (a residual that does not extrapolate may still describe the sizes it
+        was fitted on: bench-mb's forward weight was 0 while the random folds kept 1). Over the first
+        doubling outside the trained sizes the weight moves linearly from one to the other, so a prediction
+        does not jump at the range's edge. "Inside" is each size column's [min, max] of the group's training
+        rows; a row without any size value counts as inside.
     calibration : {"scale", "affine"}
         How each group of the first group column is calibrated to the baseline: ``scale``, one
         factor (seed 004's adjusting weight); ``affine``, time = overhead + factor x baseline with
@@ -124,9 +126,9 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         ``transfer_baseline_column`` (sorted; those whose own baseline is another column).
     residual_weight_ : float, overall weight of the learned residual (1 unless shrink_residual).
     residual_weights_ : {group id: weight} for the last group column.
-    within_weight_, within_weights_ : the same from the random folds, for rows inside their kernel's
-        trained sizes (None where there are no forward fits: then the weights above serve every row).
-    size_ranges_ : {last-group-column id: (min, max) arrays over the extrapolation columns} of the
+    within_weight_, within_weights_ : the same from the random folds, for rows inside their group's
+        trained sizes (None without forward fits or group columns: then the weights above serve every row).
+    size_ranges_ : {first-group-column id: (min, max) arrays over the extrapolation columns} of the
         training rows (empty without within weights).
     oof_abs_log_errors_ : sorted out-of-fold |log(pred/measured)| from random folds: the conformal
         scores for rows inside the training range.
@@ -252,7 +254,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         stack_off, stack_reg = fwd if fwd[0] is not None else rnd
         if stack_off is not None and want_stack:
             self.residual_weight_, self.residual_weights_ = self._stack_weights(X, target, stack_off, stack_reg)
-            if fwd[0] is not None and rnd[0] is not None and self.extrapolation_mask_.any():
+            if fwd[0] is not None and rnd[0] is not None and self.extrapolation_mask_.any() and self._group_indices():
                 self.within_weight_, self.within_weights_ = self._stack_weights(X, target, *rnd)
                 self.size_ranges_ = self._size_ranges(X)
         if self.coverage is not None:
@@ -351,11 +353,14 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         ``shift`` (how far each forward-held-out row lies beyond its fit's training range, in the
         extrapolation columns' units, i.e. log2 of the size factor for log2 sizes).
         """
-        # Random folds hold out rows at trained sizes, forward fits predict rows beyond their fit's sizes: each row
-        # with the weight the model gives a row so placed against its own sizes.
+        # Each held-out row with the weight the model gives a row so placed against its own training sizes: a
+        # random fold's rows mostly inside its fit's sizes, a forward fit's beyond them.
         weights = {"random": self._weights(X), "forward": np.array(self._forward_weights(X), dtype=np.float64)}
-        for tr, te in (fwd_splits or []) if self.size_ranges_ else []:
-            weights["forward"][te] = self._weights(X[te], self._size_ranges(X[tr]))
+        if self._has_within():
+            for name, splits in (("random", rnd_splits), ("forward", fwd_splits)):
+                weights[name] = np.array(weights[name], dtype=np.float64)
+                for tr, te in splits or []:
+                    weights[name][te] = self._weights(X[te], self._size_ranges(X[tr]))
         for name, attr, (off, reg) in (("random", "oof_abs_log_errors_", rnd),
                                        ("forward", "extrap_abs_log_errors_", fwd)):
             if off is not None:
@@ -387,7 +392,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
             # Rows of a last-column group (a kernel) the split never trained take the overall residual weight, as
             # the model gives a kernel it never trained (not the weight learned from that kernel's own residuals).
             # Inside or beyond the split's own training sizes, as the model weighs rows inside or beyond its own.
-            weights = np.array(self._weights(X[te], self._size_ranges(X[tr]) if self.size_ranges_ else None),
+            weights = np.array(self._weights(X[te], self._size_ranges(X[tr]) if self._has_within() else None),
                                dtype=np.float64)  # a copy: the mapped weights are read-only
             if idx:
                 weights[~np.isin(X[te, idx[-1]], X[tr, idx[-1]])] = self.residual_weight_
@@ -447,20 +452,16 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         return overall, per_group
 
     def _size_ranges(self, X: np.ndarray) -> dict[float, tuple[np.ndarray, np.ndarray]]:
-        """{last-group-column id: (min, max) over the extrapolation columns} of the rows of X (NaN: none)."""
-        idx = self._group_indices()
-        if not idx:
-            return {}
+        """{first-group-column id: (min, max) over the extrapolation columns} of the rows of X (NaN: none)."""
         cols = np.flatnonzero(self.extrapolation_mask_)
-        g = X[:, idx[-1]]
+        g = X[:, self._group_indices()[0]]
         out = {}
         for v in np.unique(g[np.isfinite(g)]):
             part = X[np.ix_(g == v, cols)]
             has = np.isfinite(part).any(axis=0)
-            with np.errstate(all="ignore"):
-                lo = np.where(has, np.nanmin(np.where(has, part, 0.0), axis=0), np.nan)
-                hi = np.where(has, np.nanmax(np.where(has, part, 0.0), axis=0), np.nan)
-            out[float(v)] = (lo, hi)
+            lo = np.min(np.where(np.isfinite(part), part, np.inf), axis=0)
+            hi = np.max(np.where(np.isfinite(part), part, -np.inf), axis=0)
+            out[float(v)] = (np.where(has, lo, np.nan), np.where(has, hi, np.nan))
         return out
 
     def _oof_parts(self, X: np.ndarray, target: np.ndarray, w: np.ndarray | None,
@@ -520,34 +521,36 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         """Per-row residual weight beyond the trained sizes: the row's group weight, else the overall one."""
         return self._group_weights(X, self.residual_weights_, self.residual_weight_)
 
+    def _has_within(self) -> bool:
+        return getattr(self, "within_weight_", None) is not None
+
     def _weights(self, X: np.ndarray, ranges: dict[float, tuple[np.ndarray, np.ndarray]] | None = None) -> np.ndarray:
-        """Per-row residual weight: inside the row's kernel's trained sizes (``ranges``, default the model's) the
-        random folds' weight, beyond them the forward fits' weight, linearly between over the first doubling
-        (see ``shrink_residual``)."""
+        """Per-row residual weight: inside the sizes its first-column group was trained on (``ranges``, default the
+        model's) the random folds' weight, outside them or for a group never trained the forward fits' weight,
+        linearly between over the first doubling (see ``shrink_residual``)."""
         fwd = self._forward_weights(X)
-        within = getattr(self, "within_weight_", None)
-        if within is None:
+        if not self._has_within():
             return fwd
-        inside = self._group_weights(X, self.within_weights_, within)
+        inside = self._group_weights(X, self.within_weights_, self.within_weight_)
         ramp = np.clip(self._size_shift(X, self.size_ranges_ if ranges is None else ranges), 0.0, 1.0)
         return np.where(np.isnan(ramp), fwd, inside + (fwd - inside) * ramp)
 
     def _size_shift(self, X: np.ndarray, ranges: dict[float, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """How far each row lies outside its kernel's sizes in ``ranges``, in the extrapolation columns' units (log2
-        of the size factor), largest over the columns; 0 inside, NaN for a kernel not in ``ranges``."""
-        shift = np.full(X.shape[0], np.nan)
-        idx = self._group_indices()
-        if not idx or not ranges:
-            return shift
-        cols = np.flatnonzero(self.extrapolation_mask_)
-        g = X[:, idx[-1]]
-        for v, (lo, hi) in ranges.items():
-            m = g == v
-            if m.any():
-                x = X[np.ix_(m, cols)]
-                out = np.fmax(x - hi, lo - x)  # NaN where the row or the kernel has no such size
-                shift[m] = np.fmax(np.nanmax(np.where(np.isnan(out), -np.inf, out), axis=1), 0.0)
-        return shift
+        """How far each row lies outside its first-column group's sizes in ``ranges``, in the extrapolation
+        columns' units (log2 of the size factor), largest over the columns the row and the group both have: 0
+        inside (or with no such column), NaN for a group not in ``ranges``."""
+        if not ranges:
+            return np.full(X.shape[0], np.nan)
+        keys = np.array(sorted(ranges), dtype=np.float64)
+        lo = np.array([ranges[k][0] for k in keys])
+        hi = np.array([ranges[k][1] for k in keys])
+        g = X[:, self._group_indices()[0]]
+        pos = np.clip(np.searchsorted(keys, g), 0, len(keys) - 1)  # one lookup for every group, not a loop
+        x = X[:, np.flatnonzero(self.extrapolation_mask_)]
+        with np.errstate(invalid="ignore"):
+            out = np.fmax(x - hi[pos], lo[pos] - x)  # NaN where the row or the group has no such size
+        shift = np.fmax(np.max(np.where(np.isnan(out), -np.inf, out), axis=1, initial=-np.inf), 0.0)
+        return np.where(keys[pos] == g, shift, np.nan)
 
     def _log_predict(self, X: np.ndarray) -> np.ndarray:
         out = self._base(X) + self._offsets(X, self.group_offsets_, self.offset_)

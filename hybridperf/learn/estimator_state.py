@@ -53,7 +53,7 @@ def estimator_to_dict(est: HybridRegressor) -> dict[str, Any]:
 
 
 def _within_to_dict(est: HybridRegressor) -> dict[str, Any]:
-    """The residual weights inside the trained sizes and the sizes per kernel (absent where the model has none,
+    """The residual weights inside the trained sizes and the sizes per (kernel, GPU) (absent where the model has none,
     as in files written before them)."""
     if getattr(est, "within_weight_", None) is None:
         return {}
@@ -70,7 +70,7 @@ def _json(x: float) -> float | None:
 def _within_from_dict(est: HybridRegressor, doc: dict[str, Any]) -> None:
     """Set what :func:`_within_to_dict` wrote (or none: the forward weights then serve every row)."""
     est.within_weight_, est.within_weights_, est.size_ranges_ = None, {}, {}
-    if doc.get("within_weight_") is None:
+    if doc.get("within_weight_") is None:  # files before them, or a model without forward fits
         return
     n = int(np.sum(est.extrapolation_mask_))
     est.within_weight_ = float(doc["within_weight_"])

@@ -197,7 +197,7 @@ _ESTIMATOR_FIELDS = {
     "transfer_booster": {"oneOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": MAX_MODEL_BYTES}]},
     # kernel ids (estimator_state); absent in files written before it
     "transfer_kernels_": _array(_ID),
-    # the residual weights inside the trained sizes, and each kernel's (min, max) log2 sizes; absent in files
+    # the residual weights inside the trained sizes, and each (kernel, GPU)'s (min, max) log2 sizes; absent in files
     # written before them and where a model has no forward fits
     "within_weight_": _unit(exclusive_low=False),
     "within_weights_": _array(_array(_FINITE, 2, minItems=2, prefixItems=[_ID, _unit(exclusive_low=False)])),

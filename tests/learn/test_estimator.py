@@ -434,3 +434,47 @@ def test_the_weights_inside_the_trained_sizes_survive_a_save_and_load() -> None:
     np.testing.assert_allclose(np.log(forward_only.predict(X)),
                                est._base(X) + est._offsets(X, est.group_offsets_, est.offset_)
                                + est.residual_weights_[3.0] * est.regressor_.predict(X))
+
+
+def test_inside_is_each_kernel_and_gpus_own_trained_sizes() -> None:
+    """Sizes are inside for a (kernel, GPU) pair only where that pair trained: a second GPU trained on the two
+    smallest sizes takes the forward weight two doublings beyond them although the kernel trained there on the
+    first GPU; a pair never trained (a new GPU) takes the forward weight anywhere; a row below the sizes ramps as
+    one above; a row without a size value is inside."""
+    X, y, bands = _residual_that_flips_with_size()
+    other = X[X[:, 1] <= 11.0].copy()
+    other[:, 3] = 4.0  # the same kernel (column 4) on a second GPU (column 3), sizes 10-11 only
+    est = HybridRegressor(regressor=XGBRegressor(n_estimators=60, max_depth=4, n_jobs=1), baseline_column=0,
+                          group_columns=[3, 4], shrink_residual=True, extrapolation_columns=[1], coverage=None
+                          ).fit(np.vstack([X, other]), np.concatenate([y, y[X[:, 1] <= 11.0]]),
+                                groups=np.concatenate([bands, bands[X[:, 1] <= 11.0]]))
+    fwd, inside = est.residual_weights_[3.0], est.within_weights_[3.0]
+    assert inside - fwd > 0.5
+    rows = np.array([[5.0, 14.0, 0.5, 3.0, 3.0],    # first GPU at its largest size: inside
+                     [5.0, 14.0, 0.5, 4.0, 3.0],    # second GPU, 3 doublings beyond its sizes: forward
+                     [5.0, 11.5, 0.5, 4.0, 3.0],    # second GPU, half a doubling beyond: halfway
+                     [5.0, 9.5, 0.5, 3.0, 3.0],     # half a doubling below the sizes: halfway
+                     [5.0, 12.0, 0.5, 9.0, 3.0],    # a GPU never trained: forward
+                     [5.0, np.nan, 0.5, 3.0, 3.0]])  # no size value: inside
+    np.testing.assert_allclose(est._weights(rows), [inside, fwd, (fwd + inside) / 2, (fwd + inside) / 2, fwd, inside])
+
+
+def test_the_held_out_predictions_kept_at_fit_weigh_rows_as_the_split_refits_do() -> None:
+    """heldout_ (the intervals' and the shortlist's held-out predictions) equals held_out_log_predict on the same
+    splits: each row weighed against its own fit's sizes, so a random fold's row of a size no other row of its
+    fit has is weighed as outside, as the model would weigh it."""
+    from hybridperf.learn.folds import forward_splits
+
+    X, y, bands = _residual_that_flips_with_size()
+    X, y, bands = X[:-119], y[:-119], bands[:-119]  # one row of the largest size: its fold never trained that size
+    est = HybridRegressor(regressor=XGBRegressor(n_estimators=60, max_depth=4, n_jobs=1), baseline_column=0,
+                          group_columns=[3, 4], shrink_residual=True, extrapolation_columns=[1],
+                          coverage=0.9).fit(X, y, groups=bands)
+    fold = est.heldout_["fold"]
+    rnd = [(np.flatnonzero(fold != k), np.flatnonzero(fold == k)) for k in np.unique(fold[fold >= 0])]
+    np.testing.assert_allclose(est.heldout_["random"], est.held_out_log_predict(X, y, rnd), rtol=1e-12)
+    fwd = forward_splits(bands)
+    te = np.concatenate([t for _, t in fwd])
+    np.testing.assert_allclose(est.heldout_["forward"][te], est.held_out_log_predict(X, y, fwd)[te], rtol=1e-12)
+    lone = np.flatnonzero(X[:, 1] == 14.0)
+    assert len(lone) == 1 and est._weights(X[lone])[0] == est.within_weights_[3.0]  # the model: inside

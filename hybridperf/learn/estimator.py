@@ -349,9 +349,10 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         """Conformity scores and the held-out log predictions the product's intervals calibrate on.
 
         ``heldout_`` (training-time only, not saved): ``random`` and ``forward`` held-out log
-        predictions (NaN where a row was not held out), ``fold`` (the random fold of each row) and
-        ``shift`` (how far each forward-held-out row lies beyond its fit's training range, in the
-        extrapolation columns' units, i.e. log2 of the size factor for log2 sizes).
+        predictions (NaN where a row was not held out), with weights inside the trained sizes also
+        ``random_forward`` (the random folds' predictions with the forward weights), ``fold`` (the
+        random fold of each row) and ``shift`` (how far each forward-held-out row lies beyond its fit's
+        training range, in the extrapolation columns' units, i.e. log2 of the size factor for log2 sizes).
         """
         # Each held-out row with the weight the model gives a row so placed against its own training sizes: a
         # random fold's rows mostly inside its fit's sizes, a forward fit's beyond them.
@@ -367,6 +368,8 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
                 pred = base + off + weights[name] * reg
                 self.heldout_[name] = pred
                 setattr(self, attr, conformity_scores(logy - pred))
+        if self._has_within() and rnd[0] is not None:  # the difficulty's target (see fit_intervals)
+            self.heldout_["random_forward"] = base + rnd[0] + self._forward_weights(X) * rnd[1]
         if rnd_splits is not None:
             self.heldout_["fold"] = np.full(len(logy), -1)
             for k, (_, te) in enumerate(rnd_splits):

@@ -478,3 +478,18 @@ def test_the_held_out_predictions_kept_at_fit_weigh_rows_as_the_split_refits_do(
     np.testing.assert_allclose(est.heldout_["forward"][te], est.held_out_log_predict(X, y, fwd)[te], rtol=1e-12)
     lone = np.flatnonzero(X[:, 1] == 14.0)
     assert len(lone) == 1 and est._weights(X[lone])[0] == est.within_weights_[3.0]  # the model: inside
+
+
+def test_the_random_folds_predictions_with_the_forward_weights_are_kept_for_the_difficulty() -> None:
+    """heldout_["random_forward"]: the random folds' predictions as a model with the forward weights alone makes
+    them (the prediction beyond the trained sizes), which the intervals' difficulty model learns from."""
+    X, y, bands = _residual_that_flips_with_size()
+    est = _flip_model()
+    forward_only = copy.copy(est)
+    forward_only.within_weight_ = None
+    fold = est.heldout_["fold"]
+    rnd = [(np.flatnonzero(fold != k), np.flatnonzero(fold == k)) for k in np.unique(fold[fold >= 0])]
+    np.testing.assert_allclose(est.heldout_["random_forward"], forward_only.held_out_log_predict(X, y, rnd),
+                               rtol=1e-12)
+    assert np.median(np.abs(est.heldout_["random_forward"] - np.log(y))) > 2 * np.median(
+        np.abs(est.heldout_["random"] - np.log(y)))

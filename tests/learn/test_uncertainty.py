@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from hybridperf.datasets import load_dataset
 from hybridperf.learn.domain import out_of_domain, training_domain
 from hybridperf.learn.uncertainty import _frontier_splits, frontier_gap
 
@@ -115,3 +116,36 @@ def test_a_gpu_with_as_many_runs_as_the_repeat_limit_is_scored_in_one_partition(
     assert len(one["few|0"]) >= 50 and set(one) == set(many)
     for key in one:
         np.testing.assert_array_equal(one[key], many[key], err_msg=key)
+
+
+def test_the_difficulty_learns_from_the_random_folds_errors_with_the_forward_weights(monkeypatch) -> None:
+    """Where the estimator keeps weights inside its trained sizes, the difficulty model's target is the random
+    folds' error of the prediction with the forward weights (the one made beyond the sizes), not of the one
+    inside: a kernel whose residual fits its sizes but does not extrapolate must not look easy beyond them."""
+    import hybridperf.learn.uncertainty as unc
+    from hybridperf.learn.model import train_model
+
+    seen = {}
+    real = unc.fit_difficulty
+
+    def spy(X, residual, random_state=0):
+        seen["residual"] = residual.copy()
+        return real(X, residual, random_state)
+
+    kept = {}
+    real_fit = unc.fit_intervals
+
+    def keep(est, X, y, rows, regimes, **kw):
+        kept.update(held=dict(est.heldout_), y=np.asarray(y, dtype=np.float64))
+        return real_fit(est, X, y, rows, regimes, **kw)
+
+    monkeypatch.setattr(unc, "fit_difficulty", spy)
+    monkeypatch.setattr("hybridperf.learn.model.fit_intervals", keep)
+    rows = load_dataset("h100-cuda-bench").query("status == 'ok'")
+    train_model(rows[rows["kernel"].isin(["bench-reduction", "seed004-vecadd"])], booster_params={"n_estimators": 60})
+    held = kept["held"]
+    assert "random_forward" in held
+    r = seen["residual"]
+    ok = np.isfinite(r)
+    np.testing.assert_allclose(r[ok], (np.log(kept["y"]) - held["random_forward"])[ok])
+    assert not np.allclose(r[ok], (np.log(kept["y"]) - held["random"])[ok])

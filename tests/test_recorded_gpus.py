@@ -240,9 +240,9 @@ def test_the_h200_repeat_times_again_every_configuration_of_the_recordings():
 
     assert keys(repeat) == keys(pd.concat([bench, holdout], ignore_index=True))
     assert keys(pass2) == keys(bench)
-    for d in (repeat, pass2):
+    for d, name in ((repeat, "sweep.parquet"), (pass2, "pass2.parquet")):
         assert set(d["gpu"]) == {"h200"}
-        assert {r["gpu_name"] for r in read_provenance(DATASETS / "h200-cuda-repeat" / "sweep.parquet")["recordings"]} \
+        assert {r["gpu_name"] for r in read_provenance(DATASETS / "h200-cuda-repeat" / name)["recordings"]} \
             == {"NVIDIA H200"}
     cols = configuration_key(bench.reset_index(drop=True))
     both = repeat[repeat["status"] == "ok"].astype({c: str for c in cols}).merge(

@@ -127,7 +127,8 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
     residual_weight_ : float, overall weight of the learned residual (1 unless shrink_residual).
     residual_weights_ : {group id: weight} for the last group column.
     within_weight_, within_weights_ : the same from the random folds, for rows inside their group's
-        trained sizes (None without forward fits or group columns: then the weights above serve every row).
+        trained sizes (None and {} without forward fits, random folds, group or extrapolation columns, or
+        ``shrink_residual``: then the weights above serve every row).
     size_ranges_ : {first-group-column id: (min, max) arrays over the extrapolation columns} of the
         training rows (empty without within weights).
     oof_abs_log_errors_ : sorted out-of-fold |log(pred/measured)| from random folds: the conformal

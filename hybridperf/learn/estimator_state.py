@@ -73,6 +73,8 @@ def _within_from_dict(est: HybridRegressor, doc: dict[str, Any]) -> None:
     if doc.get("within_weight_") is None:  # files before them, or a model without forward fits
         return
     n = int(np.sum(est.extrapolation_mask_))
+    if n == 0 or not est.group_columns:  # the weights inside need sizes to place rows and groups to hold them
+        raise ModelFileError("model file within_weight_ needs extrapolation and group columns; retrain the model")
     est.within_weight_ = float(doc["within_weight_"])
     est.within_weights_ = {float(k): float(v) for k, v in doc["within_weights_"]}
     for k, lo, hi in doc["size_ranges_"]:

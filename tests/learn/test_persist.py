@@ -299,7 +299,8 @@ def test_the_weights_inside_the_trained_sizes_are_checked_on_load(tmp_path: Path
     assert est["within_weight_"] is not None and est["size_ranges_"]  # the TITAN V sweep has forward fits
     for change, word in [(lambda e: e.pop("size_ranges_"), "'size_ranges_' is a dependency of 'within_weight_'"),
                          (lambda e: e["size_ranges_"][0][1].append(3.0), "size_ranges_"),
-                         (lambda e: e.update(within_weight_=1.5), "within_weight_")]:
+                         (lambda e: e.update(within_weight_=1.5), "within_weight_"),
+                         (lambda e: e["params"].update(group_columns=None), "needs extrapolation and group columns")]:
         with pytest.raises(ModelFileError) as err:
             load_model(edited(change))
         assert word in str(err.value) and "\n" not in str(err.value)

@@ -28,6 +28,7 @@ from _common import RESULTS, ROOT, header, md_table
 from hybridperf.datasets import load_dataset
 from hybridperf.learn.model import load_model
 from hybridperf.learn.predict import predict_rows
+from hybridperf.sweep import configuration_key
 from hybridperf.sweepfile import read_sweep
 
 COMMAND = ".venv/bin/python experiments/repeatability.py"
@@ -39,15 +40,16 @@ def _ok(d: pd.DataFrame) -> pd.DataFrame:
 
 
 def _keyed(d: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
-    x = d.reindex(columns=cols + ["time_ms", "time_std_ms"]).copy()
-    for c in cols[1:]:
+    x = d.reindex(columns=cols + ["time_ms", "time_std_ms"]).assign(row=np.arange(len(d)))
+    for c in cols[2:]:
         x[c] = pd.to_numeric(x[c], errors="coerce").fillna(-1.0)
     return x
 
 
 def _pairs(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
-    """The configurations both recordings hold: time_ms_x (first), time_ms_y (second), the first's spread."""
-    cols = ["kernel"] + sorted({c for d in (first, second) for c in d.columns if c.startswith(("size.", "config."))})
+    """The configurations both recordings hold: time_ms_x (first), time_ms_y (second), the first's spread, and
+    row_x / row_y (each row's position in its recording)."""
+    cols = configuration_key(pd.concat([first.iloc[:0], second.iloc[:0]]))
     return _keyed(first, cols).merge(_keyed(second, cols), on=cols, suffixes=("_x", "_y"))
 
 
@@ -108,7 +110,7 @@ def main() -> None:
     agree = pd.concat([agreement(k, m) for k, m in pairs.items()], ignore_index=True)
     spread = spread_says(pairs["pass 1 -> pass 2 (same machine, minutes apart)"])
     model = load_model(ROOT / "models" / "default.json")
-    seen = repeat.index.isin(_matched_index(repeat, bench))
+    seen = np.isin(np.arange(len(repeat)), _pairs(repeat, bench)["row_x"])
     same_configs = repeat[seen].reset_index(drop=True)
     holdout_between = holdout[holdout["size.N"].to_numpy() <= holdout["kernel"].map(largest).to_numpy()]
     cover = pd.concat([
@@ -142,14 +144,6 @@ def main() -> None:
     ]
     (RESULTS / "repeatability.md").write_text("\n".join(text) + "\n", encoding="utf-8")
     print((RESULTS / "repeatability.md").read_text(encoding="utf-8"))
-
-
-def _matched_index(rows: pd.DataFrame, other: pd.DataFrame) -> np.ndarray:
-    """Positions of ``rows`` whose configuration ``other`` also holds."""
-    cols = ["kernel"] + sorted({c for d in (rows, other) for c in d.columns if c.startswith(("size.", "config."))})
-    left = _keyed(rows, cols).reset_index()
-    hit = left.merge(_keyed(other, cols)[cols].drop_duplicates(), on=cols, how="inner")
-    return hit["index"].to_numpy()
 
 
 if __name__ == "__main__":

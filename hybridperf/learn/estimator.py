@@ -357,10 +357,10 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         """
         # Each held-out row with the weight the model gives a row so placed against its own training sizes: a
         # random fold's rows mostly inside its fit's sizes, a forward fit's beyond them.
-        weights = {"random": self._weights(X), "forward": np.array(self._forward_weights(X), dtype=np.float64)}
+        # (Rows in no split have no held-out prediction: their weight never counts.)
+        weights = {name: np.array(self._forward_weights(X), dtype=np.float64) for name in ("random", "forward")}
         if self._has_within():
             for name, splits in (("random", rnd_splits), ("forward", fwd_splits)):
-                weights[name] = np.array(weights[name], dtype=np.float64)
                 for tr, te in splits or []:
                     weights[name][te] = self._weights(X[te], self._size_ranges(X[tr]))
         for name, attr, (off, reg) in (("random", "oof_abs_log_errors_", rnd),

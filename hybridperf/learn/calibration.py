@@ -8,7 +8,7 @@ import pandas as pd
 
 from hybridperf.arrays import FloatArray
 
-__all__ = ["GroupTable", "affine_fit", "apply_offsets", "fit_offsets", "stack_weight"]
+__all__ = ["GroupTable", "affine_fit", "apply_offsets", "fit_offsets", "shared_scale_fit", "stack_weight"]
 
 # One table per group column: group id -> (log scale, overhead in the time's unit).
 GroupTable = dict[float, tuple[float, float]]
@@ -34,6 +34,39 @@ def affine_fit(base: FloatArray, resid: FloatArray) -> tuple[float, float] | Non
 
     fit = least_squares(f, x0=[float(np.mean(resid)), 0.0], bounds=([-np.inf, 0.0], [np.inf, y_min]))
     return (float(fit.x[0]), float(fit.x[1])) if fit.success else None
+
+
+def shared_scale_fit(base: FloatArray, resid: FloatArray, pairs: FloatArray,
+                     start: tuple[float, float] | None = None) -> tuple[float, dict[float, float]] | None:
+    """Fit log(y) = log(s * B + a_p) in log space with one scale s for all rows and one overhead a_p per
+    pair ``p`` (0 <= a_p <= the pair's fastest run); None if too few runs (as :func:`affine_fit`).
+
+    ``base`` is the log baseline, ``resid`` = log(y) - base and ``pairs`` each row's pair id (e.g. the GPU a
+    kernel ran on); ``start`` an initial (log s, a) such as :func:`affine_fit`'s pooled one. Returns
+    (log s, {pair: a_p}). The overhead is what a run costs beyond the modelled kernel: the launch, the
+    framework's dispatch, the timing method, properties of the machine and software a run was recorded on,
+    which the GPU's datasheet does not tell, while the scale is how far the GPU runs from its model.
+    """
+    from scipy.optimize import least_squares
+
+    ok = np.isfinite(base) & np.isfinite(resid) & np.isfinite(pairs)
+    base, resid, pairs = base[ok], resid[ok], pairs[ok]
+    if len(base) < 4 or np.ptp(base) < np.log(2.0):
+        return None
+    ids, inv = np.unique(pairs, return_inverse=True)
+    y_min = pd.Series(np.exp(base + resid)).groupby(inv).min().to_numpy()
+    big = np.exp(-base)
+    log_s0, a0 = start if start is not None else (float(np.mean(resid)), 0.0)
+
+    def f(p: np.ndarray) -> np.ndarray:
+        return np.log(np.exp(p[0]) + p[1:][inv] * big) - resid
+
+    x0 = np.concatenate([[log_s0], np.minimum(a0, y_min)])
+    fit = least_squares(f, x0=x0, bounds=(np.concatenate([[-np.inf], np.zeros(len(ids))]),
+                                          np.concatenate([[np.inf], y_min])))
+    if not fit.success:
+        return None
+    return float(fit.x[0]), {float(k): float(a) for k, a in zip(ids, fit.x[1:])}
 
 
 def fit_offsets(groups: Sequence[FloatArray], target: FloatArray, weights: FloatArray | None, base: FloatArray,

@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hybridperf.arrays import FloatArray
 from hybridperf.learn.booster import default_booster, set_prediction_threads
-from hybridperf.learn.calibration import GroupTable, apply_offsets, fit_offsets, stack_weight
+from hybridperf.learn.calibration import GroupTable, apply_offsets, fit_offsets, shared_scale_fit, stack_weight
 from hybridperf.learn.folds import HOLDOUT_ROWS, Split, forward_shift, forward_splits, held_out_parts, oof_splits
 from hybridperf.learn.intervals import (
     conformal_half_width,
@@ -311,7 +311,38 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         # the mean against it, as the main fit's, not against the rebased kernels' column.
         glob = self._unseen_offset(X, target, w, float(np.average(target, weights=w)))
         off = apply_offsets([X[:, j] for j in idx[1:]], levels, glob, base)
+        if self.calibration == "affine" and len(idx) >= 2:
+            off = self._own_overheads(X[:, idx[0]], X[:, idx[1]], own, base, levels[0], off)
         return levels, glob, self._fit_one(self._without_first_group(X), own - off, w), rebased
+
+    @staticmethod
+    def _own_overheads(pair: np.ndarray, kernel: np.ndarray, own: np.ndarray, base: np.ndarray,
+                       table: GroupTable, off: np.ndarray) -> np.ndarray:
+        """The transfer fit's calibration with each trained GPU's own overhead (``table``, the kernels' tables,
+        changed in place; returns the training rows' offsets).
+
+        Per kernel, one scale and one overhead per (kernel, GPU) pair (:func:`shared_scale_fit`): the regressor
+        learns from each run's residual after its own GPU's overhead, and a GPU with no runs takes the median of
+        the trained GPUs' overheads (the table's overhead). An overhead is a property of the machine a GPU was
+        recorded on (the framework's dispatch, the timing), which no datasheet field tells; with one overhead
+        per kernel, the regressor explained the GPUs' different overheads by their hardware fields and carried
+        them to a GPU whose fields lay beyond them (NeuSight's elementwise ops, the A100 left out: its shortest
+        runs 1.65x too slow, the P100's machine adding 45 us to every op where the others add 26-32 us).
+        """
+        out = off.copy()
+        for k, (log_s, a) in list(table.items()):
+            rows = np.flatnonzero(kernel == k)
+            if a <= 0 or len(np.unique(pair[rows])) < 2:
+                continue  # no overhead fitted, or one GPU: its own overhead is the kernel's
+            fit = shared_scale_fit(base[rows], own[rows], pair[rows], start=(log_s, a))
+            if fit is None:
+                continue
+            log_s, per_pair = fit
+            a_row = pd.Series(pair[rows]).map(per_pair).to_numpy(dtype=np.float64)
+            table[k] = (log_s, float(np.median(list(per_pair.values()))))
+            with np.errstate(over="ignore", invalid="ignore"):
+                out[rows] = np.log(np.exp(log_s) + a_row * np.exp(-base[rows]))
+        return out
 
     def _transfer_log_predict(self, X: np.ndarray, levels: list[GroupTable], glob: float, reg: Any,
                               kernels: list[float], *, weights: np.ndarray) -> FloatArray:

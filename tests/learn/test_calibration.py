@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hybridperf.learn.calibration import affine_fit, apply_offsets, fit_offsets
+from hybridperf.learn.calibration import affine_fit, apply_offsets, fit_offsets, shared_scale_fit
 
 
 def test_affine_fit_recovers_overhead_and_scale() -> None:
@@ -30,3 +30,22 @@ def test_offsets_fall_back_from_pair_to_kernel_to_global() -> None:
     probe_kernel = np.array([10.0, 10.0, 99.0])
     out = apply_offsets([probe_pair, probe_kernel], levels, glob, np.zeros(3))
     np.testing.assert_allclose(out, [0.2, 0.65, target.mean()])
+
+
+def test_shared_scale_fit_recovers_one_scale_and_each_pairs_overhead() -> None:
+    rng = np.random.default_rng(0)
+    base = np.log(np.geomspace(0.001, 10.0, 60))
+    overheads = {1.0: 0.025, 2.0: 0.045, 3.0: 0.0}  # three machines' fixed costs (ms), one without any
+    pairs = np.repeat(list(overheads), len(base))
+    b = np.tile(base, 3)
+    y = 1.7 * np.exp(b) + pd_map(pairs, overheads)
+    y *= np.exp(rng.normal(0, 0.002, len(y)))
+    log_s, per_pair = shared_scale_fit(b, np.log(y) - b, pairs)
+    assert np.isclose(np.exp(log_s), 1.7, rtol=0.01)
+    for p, a in overheads.items():
+        assert abs(per_pair[p] - a) < 0.002
+    assert shared_scale_fit(b[:3], np.zeros(3), pairs[:3]) is None  # too few runs, as affine_fit
+
+
+def pd_map(keys: np.ndarray, table: dict[float, float]) -> np.ndarray:
+    return np.array([table[k] for k in keys])

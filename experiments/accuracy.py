@@ -11,6 +11,10 @@ Cases (one split each; every method shares its features and split):
                 the hybrid's top-1 beats the best of the same random runs on >= 9 of 10 seeds
   clblast-s4    CLBlast Xgemm (kt-gemm-rtx): leave one RTX GPU out, 50 calibration runs of it (top-5 >= 0.97)
   aiwc-s2       AIWC/OpenDwarfs, NVIDIA GPUs with a spec: train tiny+small, test medium (MAPE <= 30%)
+  ops-s2        NeuSight's elementwise, softmax and layernorm ops (neusight-ops but conv), per GPU: train each op's
+                sizes up to a quarter of its largest, test the rest (no target of its own; NeuSight GEMM's: MAPE <= 10%)
+  ops-s6        the same ops, each GPU left out with no runs on it, predicted from its spec (NeuSight GEMM's target:
+                MAPE <= 15%)
   new-user      the shipped default model (models/default.json) on the NeuSight GEMM rows, in NEUSIGHT_RAW, of GPUs
                 absent from its training (MAPE per GPU), as a new user would run it
 
@@ -177,6 +181,33 @@ def aiwc_s2() -> list[dict]:
             for x in evaluate_split(rows, feats, "S2", ALL, train_max_size=2)]  # class 1 tiny, 2 small, 3 medium
 
 
+# NeuSight's ops with a descriptor (its conv, whose cuDNN algorithms vary with the shape, has none).
+OPS = tuple(f"neusight-{op}" for op in ("add", "addu", "div", "divu", "gelu", "ln", "mul", "mulu", "pow", "powu",
+                                        "relu", "softmax", "tanh"))
+
+
+def _ops() -> tuple[pd.DataFrame, pd.DataFrame]:
+    rows = training_rows(load_dataset("neusight-ops"))
+    rows = rows[rows.kernel.isin(OPS) & rows.gpu.isin(set(gpu_names()))].reset_index(drop=True)
+    return rows, analytical_features(rows)
+
+
+def ops_s2() -> list[dict]:
+    rows, feats = _ops()
+    out = []
+    for gpu in sorted(rows.gpu.unique()):
+        m = (rows.gpu == gpu).to_numpy()
+        r, f = rows[m].reset_index(drop=True), feats[m].reset_index(drop=True)
+        out += [{"subset": gpu, **x} for x in evaluate_split(r, f, "S2", ALL)]
+    return out
+
+
+def ops_s6() -> list[dict]:
+    rows, feats = _ops()
+    return [{"subset": f"held out {gpu}", **x} for gpu in sorted(rows.gpu.unique())
+            for x in evaluate_split(rows, feats, "S6", ALL, holdout=gpu)]
+
+
 def new_user() -> list[dict]:
     """The shipped default model on NeuSight GEMM rows of GPUs it was not trained on (none: an empty table)."""
     from hybridperf.importers.neusight import read_neusight
@@ -196,7 +227,8 @@ def new_user() -> list[dict]:
 
 
 CASES = {"neusight-s2": neusight_s2, "neusight-s1": neusight_s1, "neusight-s6": neusight_s6, "kt-s6": kt_s6,
-         "ktt-s6": ktt_s6, "uci-s5": uci_s5, "clblast-s4": clblast_s4, "aiwc-s2": aiwc_s2, "new-user": new_user}
+         "ktt-s6": ktt_s6, "uci-s5": uci_s5, "clblast-s4": clblast_s4, "aiwc-s2": aiwc_s2, "ops-s2": ops_s2,
+         "ops-s6": ops_s6, "new-user": new_user}
 
 
 def main(argv: list[str]) -> None:

@@ -2,8 +2,8 @@
 
 Targets (EVALUATION.md, issue 12): nominal 90% intervals cover 85-95% and nominal 80% cover 75-85% on S1,
 S2 (NeuSight per GPU, seed 004, AIWC), S4 (each held-out GPU) and S6 (each GPU with no runs in training:
-NeuSight GEMM and Kernel Tuner convolution),
-per GPU; on S1 the median hi/lo ratio stays <= 1.5. Sharpness, beside coverage: the median hi/lo ratio and
+NeuSight GEMM and Kernel Tuner convolution), per GPU; measured beside them, NeuSight's elementwise, softmax and
+layernorm ops (``neusight-ops``) on S2 and S6; on S1 the median hi/lo ratio stays <= 1.5. Sharpness, beside coverage: the median hi/lo ratio and
 the mean interval (Winkler) score in log space (lower is better) of each level, for the product's adaptive
 intervals and for the constant-width split-conformal interval of the estimator (``plain_*``: one width from
 the random-fold scores, another from the forward scores beyond the trained sizes).
@@ -58,6 +58,12 @@ def _neusight() -> pd.DataFrame:
     return _with_spec(load_dataset("neusight-gemm"))
 
 
+def _ops() -> pd.DataFrame:
+    """NeuSight's elementwise, softmax and layernorm ops (its conv has no descriptor)."""
+    d = _with_spec(load_dataset("neusight-ops"))
+    return d[d.kernel != "neusight-conv"]
+
+
 def cases() -> Iterator[Case]:
     """(case, split, subset, data loader, split options); subset "each" = one line per GPU of the test rows."""
     gemm_gpus = sorted(_neusight().gpu.unique())
@@ -73,6 +79,10 @@ def cases() -> Iterator[Case]:
         yield "neusight", "S6", gpu, _neusight, {"holdout": gpu}
     for gpu in sorted(load_dataset("kt-convolution").gpu.unique()):
         yield "kt-convolution", "S6", gpu, lambda: load_dataset("kt-convolution"), {"holdout": gpu}
+    for gpu in gemm_gpus:
+        yield "neusight-ops", "S2", gpu, lambda g=gpu: _ops().query("gpu == @g"), {}
+    for gpu in gemm_gpus:
+        yield "neusight-ops", "S6", gpu, _ops, {"holdout": gpu}
     yield "new-user", "default", "each", new_user_rows, {}
 
 

@@ -189,6 +189,7 @@ OPS = tuple(f"neusight-{op}" for op in ("add", "addu", "div", "divu", "gelu", "l
 def _ops() -> tuple[pd.DataFrame, pd.DataFrame]:
     rows = training_rows(load_dataset("neusight-ops"))
     rows = rows[rows.kernel.isin(OPS) & rows.gpu.isin(set(gpu_names()))].reset_index(drop=True)
+    rows = rows.dropna(axis=1, how="all")  # the conv's size columns
     return rows, analytical_features(rows)
 
 

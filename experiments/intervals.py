@@ -1,12 +1,12 @@
 """Interval coverage and sharpness per split and GPU: adaptive (Mondrian, normalised) vs constant-width conformal.
 
-Targets (EVALUATION.md, issue 12): nominal 90% intervals cover 85-95% and nominal 80% cover 75-85% on S1,
-S2 (NeuSight per GPU, seed 004, AIWC), S4 (each held-out GPU) and S6 (each GPU with no runs in training:
-NeuSight GEMM and Kernel Tuner convolution), per GPU; measured beside them, NeuSight's elementwise, softmax and
-layernorm ops (``neusight-ops``) on S2 and S6; on S1 the median hi/lo ratio stays <= 1.5. Sharpness, beside coverage: the median hi/lo ratio and
-the mean interval (Winkler) score in log space (lower is better) of each level, for the product's adaptive
-intervals and for the constant-width split-conformal interval of the estimator (``plain_*``: one width from
-the random-fold scores, another from the forward scores beyond the trained sizes).
+Targets (EVALUATION.md, issue 12): nominal 90% intervals cover 85-95% and nominal 80% cover 75-85% on S1, S2
+(NeuSight per GPU, seed 004, AIWC), S4 (each held-out GPU) and S6 (each GPU with no runs in training: NeuSight GEMM
+and Kernel Tuner convolution), per GPU; measured beside them, NeuSight's elementwise, softmax and layernorm ops
+(``neusight-ops``) on S2 and S6; on S1 the median hi/lo ratio stays <= 1.5. Sharpness, beside coverage: the median
+hi/lo ratio and the mean interval (Winkler) score in log space (lower is better) of each level, for the product's
+adaptive intervals and for the constant-width split-conformal interval of the estimator (``plain_*``: one width
+from the random-fold scores, another from the forward scores beyond the trained sizes).
 
 Each case is one fit of the product's model (the hybrid of ``evaluate``: default booster, size-band groups,
 seed 0) on the split's training rows; a case with several GPUs in its test rows gets one line per GPU. The

@@ -24,9 +24,20 @@ from hybridperf.learn.modes import CALIBRATIONS, MODES, WEIGHTINGS
 __all__ = ["HybridRegressor", "default_booster"]
 
 # The transfer fit keeps each trained GPU's own overhead for a kernel (HybridRegressor._own_overheads) only where at
-# least this many, and this share, of every GPU's runs have a modelled time below the overhead: runs it dominates.
+# least this many, and this share, of every GPU's runs have a modelled time below the overhead (runs it dominates)
+# and as many above it (runs that measure the scale).
 _MIN_OVERHEAD_RUNS = 4
 _MIN_OVERHEAD_SHARE = 0.01
+
+
+def _runs_on_both_sides(below: np.ndarray, pair: np.ndarray) -> bool:
+    """Whether every pair has at least :data:`_MIN_OVERHEAD_RUNS` and :data:`_MIN_OVERHEAD_SHARE` of its runs
+    ``below`` its overhead, and as many above it."""
+    for side in (below, ~below):
+        runs = pd.Series(side).groupby(pair)
+        if ((runs.sum() < _MIN_OVERHEAD_RUNS) | (runs.mean() < _MIN_OVERHEAD_SHARE)).any():
+            return False
+    return True
 
 
 class HybridRegressor(RegressorMixin, BaseEstimator):
@@ -85,8 +96,11 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         + scale with ``calibration="affine"``), so the regressor, which never sees the first column's
         id, must explain the differences between GPUs from the other columns (hardware ratios, the
         analytical terms): it learns the fraction of the baseline each GPU reaches, the quantity
-        NeuSight (Lee et al., ASPLOS 2025) showed to carry over to unseen GPUs. Rows of a known
-        first-column group are predicted as without it.
+        NeuSight (Lee et al., ASPLOS 2025) showed to carry over to unseen GPUs. With ``affine``, where
+        every GPU's runs measure both an overhead and the scale, the overhead is each trained GPU's own
+        (a property of the machine it was recorded on, which no hardware field tells) and is taken out of
+        the regressor's target; a GPU with no runs takes the trained GPUs' median overhead
+        (``_own_overheads``). Rows of a known first-column group are predicted as without it.
     weighting : {"uniform", "throughput"}
         ``throughput``: each training row weighs the fastest time of its problem over its own time (1 for
         the fastest configuration, 0.5 for one twice as slow; times ``sample_weight`` when given), a problem
@@ -333,8 +347,8 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         per kernel, the regressor explained the GPUs' different overheads by their hardware fields and carried
         them to a GPU whose fields lay beyond them (NeuSight's elementwise ops, the A100 left out: its shortest
         runs 1.65x too slow, the P100's machine adding 45 us to every op where the others add 26-32 us). Only where
-        every GPU's overhead dominates some of its runs (:data:`_MIN_OVERHEAD_RUNS`, :data:`_MIN_OVERHEAD_SHARE`):
-        elsewhere the kernel keeps its one overhead, as before.
+        every GPU has runs below its overhead and runs above it (:data:`_MIN_OVERHEAD_RUNS`,
+        :data:`_MIN_OVERHEAD_SHARE`): elsewhere the kernel keeps its one overhead, as before.
         """
         out = off.copy()
         for k, (log_s, a) in list(table.items()):
@@ -346,16 +360,21 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
                 continue
             log_s, per_pair = fit
             a_row = pd.Series(pair[rows]).map(per_pair).to_numpy(dtype=np.float64)
-            # An overhead is a fixed cost only where runs measure it: some of each GPU's runs must have a modelled
-            # time below it. Sweeps of one problem size (Kernel Tuner's) have none: there the fitted "overhead"
-            # (0.08-1.8 ms of the convolution's 1.8-4.8 ms runs) soaks up a trend of the configurations, and one
-            # per GPU moved the GPUs left out by -11 to +11 points of MAPE, 1 point better on average.
-            dominated = pd.Series(np.exp(log_s + base[rows]) < a_row).groupby(pair[rows])
-            if ((dominated.sum() < _MIN_OVERHEAD_RUNS) | (dominated.mean() < _MIN_OVERHEAD_SHARE)).any():
+            # An overhead is a fixed cost only where runs measure it, and the scale only where runs measure that:
+            # each GPU needs runs whose modelled time lies below its overhead and runs whose modelled time lies
+            # above it. Sweeps of one problem size (Kernel Tuner's) have none of the first: there the fitted
+            # "overhead" (0.08-1.8 ms of the convolution's 1.8-4.8 ms runs) soaks up a trend of the
+            # configurations, and one per GPU moved the GPUs left out by -11 to +11 points of MAPE. Where every
+            # run lies below (the scale collapsed, each overhead a GPU's whole level), the median overhead would
+            # hide the GPUs' levels from the regressor, which learns them from the hardware fields.
+            below = np.exp(log_s + base[rows]) < a_row
+            known = np.isfinite(a_row)
+            if not _runs_on_both_sides(below[known], pair[rows][known]):
                 continue
             table[k] = (log_s, float(np.median(list(per_pair.values()))))
             with np.errstate(over="ignore", invalid="ignore"):
-                out[rows] = np.log(np.exp(log_s) + a_row * np.exp(-base[rows]))
+                own_off = np.log(np.exp(log_s) + a_row * np.exp(-base[rows]))
+            out[rows[known]] = own_off[known]  # rows without a GPU id keep the kernel's offset
         return out
 
     def _transfer_log_predict(self, X: np.ndarray, levels: list[GroupTable], glob: float, reg: Any,

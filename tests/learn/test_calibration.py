@@ -38,14 +38,10 @@ def test_shared_scale_fit_recovers_one_scale_and_each_pairs_overhead() -> None:
     overheads = {1.0: 0.025, 2.0: 0.045, 3.0: 0.0}  # three machines' fixed costs (ms), one without any
     pairs = np.repeat(list(overheads), len(base))
     b = np.tile(base, 3)
-    y = 1.7 * np.exp(b) + pd_map(pairs, overheads)
+    y = 1.7 * np.exp(b) + np.array([overheads[p] for p in pairs])
     y *= np.exp(rng.normal(0, 0.002, len(y)))
     log_s, per_pair = shared_scale_fit(b, np.log(y) - b, pairs)
     assert np.isclose(np.exp(log_s), 1.7, rtol=0.01)
     for p, a in overheads.items():
         assert abs(per_pair[p] - a) < 0.002
     assert shared_scale_fit(b[:3], np.zeros(3), pairs[:3]) is None  # too few runs, as affine_fit
-
-
-def pd_map(keys: np.ndarray, table: dict[float, float]) -> np.ndarray:
-    return np.array([table[k] for k in keys])

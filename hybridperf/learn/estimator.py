@@ -346,7 +346,7 @@ class HybridRegressor(RegressorMixin, BaseEstimator):
         recorded on (the framework's dispatch, the timing), which no datasheet field tells; with one overhead
         per kernel, the regressor explained the GPUs' different overheads by their hardware fields and carried
         them to a GPU whose fields lay beyond them (NeuSight's elementwise ops, the A100 left out: its shortest
-        runs 1.65x too slow, the P100's machine adding 45 us to every op where the others add 26-32 us). Only where
+        runs 1.65x too slow; fitted per GPU, the P100's machine adds 35-51 us to an op, the others 18-30 us). Only where
         every GPU has runs below its overhead and runs above it (:data:`_MIN_OVERHEAD_RUNS`,
         :data:`_MIN_OVERHEAD_SHARE`): elsewhere the kernel keeps its one overhead, as before.
         """

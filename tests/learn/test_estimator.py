@@ -498,7 +498,8 @@ def test_the_random_folds_predictions_with_the_forward_weights_are_kept_for_the_
 def _gpus_with_machine_overheads(n_per: int = 200, seed: int = 0):
     """One kernel on five GPUs: time = each machine's fixed overhead + baseline x exp(0.5 h), h a hardware field.
     The overheads (ms) belong to the machines, not to h: the GPU with the largest h (the one left out) has the
-    smallest, and the GPU next to it in h the largest (NeuSight's P100 machine adds 45 us to every op)."""
+    smallest, and the GPU next to it in h the largest (NeuSight's P100 machine adds 35-51 us to an op, the
+    others 18-30)."""
     rng = np.random.default_rng(seed)
     gpus = [(0.0, 0.026), (0.8, 0.030), (1.5, 0.028), (2.0, 0.044), (3.0, 0.024)]  # (h, overhead ms)
     rows = []

@@ -115,14 +115,24 @@ def evaluate_split(rows: pd.DataFrame, feats: pd.DataFrame, split: str, methods:
     return out
 
 
-def neusight_s2() -> list[dict]:
-    rows, feats = _load("neusight-gemm")
+def _each_gpu(rows: pd.DataFrame, feats: pd.DataFrame, split: str, **options) -> list[dict]:
+    """``split`` fitted and scored on each GPU's rows alone, one result row per (GPU, method)."""
     out = []
     for gpu in sorted(rows.gpu.unique()):
         m = (rows.gpu == gpu).to_numpy()
         r, f = rows[m].reset_index(drop=True), feats[m].reset_index(drop=True)
-        out += [{"subset": gpu, **x} for x in evaluate_split(r, f, "S2", ALL, train_max_size=512)]
+        out += [{"subset": gpu, **x} for x in evaluate_split(r, f, split, ALL, **options)]
     return out
+
+
+def _each_held_out(rows: pd.DataFrame, feats: pd.DataFrame) -> list[dict]:
+    """S6 with each GPU of ``rows`` left out in turn."""
+    return [{"subset": f"held out {gpu}", **x} for gpu in sorted(rows.gpu.unique())
+            for x in evaluate_split(rows, feats, "S6", ALL, holdout=gpu)]
+
+
+def neusight_s2() -> list[dict]:
+    return _each_gpu(*_load("neusight-gemm"), "S2", train_max_size=512)
 
 
 def neusight_s1() -> list[dict]:
@@ -133,9 +143,7 @@ def neusight_s1() -> list[dict]:
 
 
 def neusight_s6() -> list[dict]:
-    rows, feats = _load("neusight-gemm")
-    return [{"subset": f"held out {gpu}", **x} for gpu in sorted(rows.gpu.unique())
-            for x in evaluate_split(rows, feats, "S6", ALL, holdout=gpu)]
+    return _each_held_out(*_load("neusight-gemm"))
 
 
 def kt_s6() -> list[dict]:
@@ -181,32 +189,20 @@ def aiwc_s2() -> list[dict]:
             for x in evaluate_split(rows, feats, "S2", ALL, train_max_size=2)]  # class 1 tiny, 2 small, 3 medium
 
 
-# NeuSight's ops with a descriptor (its conv, whose cuDNN algorithms vary with the shape, has none).
-OPS = tuple(f"neusight-{op}" for op in ("add", "addu", "div", "divu", "gelu", "ln", "mul", "mulu", "pow", "powu",
-                                        "relu", "softmax", "tanh"))
-
-
 def _ops() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """NeuSight's ops with a descriptor: all but its conv, whose cuDNN algorithms vary with the shape."""
     rows = training_rows(load_dataset("neusight-ops"))
-    rows = rows[rows.kernel.isin(OPS) & rows.gpu.isin(set(gpu_names()))].reset_index(drop=True)
+    rows = rows[(rows.kernel != "neusight-conv") & rows.gpu.isin(set(gpu_names()))].reset_index(drop=True)
     rows = rows.dropna(axis=1, how="all")  # the conv's size columns
     return rows, analytical_features(rows)
 
 
 def ops_s2() -> list[dict]:
-    rows, feats = _ops()
-    out = []
-    for gpu in sorted(rows.gpu.unique()):
-        m = (rows.gpu == gpu).to_numpy()
-        r, f = rows[m].reset_index(drop=True), feats[m].reset_index(drop=True)
-        out += [{"subset": gpu, **x} for x in evaluate_split(r, f, "S2", ALL)]
-    return out
+    return _each_gpu(*_ops(), "S2")
 
 
 def ops_s6() -> list[dict]:
-    rows, feats = _ops()
-    return [{"subset": f"held out {gpu}", **x} for gpu in sorted(rows.gpu.unique())
-            for x in evaluate_split(rows, feats, "S6", ALL, holdout=gpu)]
+    return _each_held_out(*_ops())
 
 
 def new_user() -> list[dict]:

@@ -20,26 +20,15 @@ def affine_fit(base: FloatArray, resid: FloatArray) -> tuple[float, float] | Non
     ``base`` is the log baseline and ``resid`` = log(y) - base of one group. Needs 4 runs whose
     baselines span at least 2x; returns (log s, a).
     """
-    from scipy.optimize import least_squares
-
-    ok = np.isfinite(base) & np.isfinite(resid)
-    base, resid = base[ok], resid[ok]
-    if len(base) < 4 or np.ptp(base) < np.log(2.0):
-        return None
-    y_min = float(np.min(np.exp(base + resid)))
-    big = np.exp(-base)
-
-    def f(p: np.ndarray) -> np.ndarray:
-        return np.log(np.exp(p[0]) + p[1] * big) - resid
-
-    fit = least_squares(f, x0=[float(np.mean(resid)), 0.0], bounds=([-np.inf, 0.0], [np.inf, y_min]))
-    return (float(fit.x[0]), float(fit.x[1])) if fit.success else None
+    fit = shared_scale_fit(base, resid, np.zeros(len(base)))
+    return None if fit is None else (fit[0], fit[1][0.0])
 
 
 def shared_scale_fit(base: FloatArray, resid: FloatArray, pairs: FloatArray,
                      start: tuple[float, float] | None = None) -> tuple[float, dict[float, float]] | None:
     """Fit log(y) = log(s * B + a_p) in log space with one scale s for all rows and one overhead a_p per
-    pair ``p`` (0 <= a_p <= the pair's fastest run); None if too few runs (as :func:`affine_fit`).
+    pair ``p`` (0 <= a_p <= the pair's fastest run); None under 4 runs or with baselines spanning under 2x
+    (:func:`affine_fit` is its one-pair case).
 
     ``base`` is the log baseline, ``resid`` = log(y) - base and ``pairs`` each row's pair id (e.g. the GPU a
     kernel ran on); ``start`` an initial (log s, a) such as :func:`affine_fit`'s pooled one. Returns

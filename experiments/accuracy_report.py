@@ -22,8 +22,6 @@ METRICS = ("mape", "median_ape", "p90_ape", "spearman", "top1", "top5")
 PREVIOUS = "main"
 # Where a case's previous numbers come from when they are not this script run on main before the issue-11 merge.
 PREVIOUS_SOURCE = {
-    "ops-s6": "this script run at c027f87 (stop 43: the ops' descriptors before their review mends, one overhead per "
-              "kernel in the transfer fit), the previous code for a GPU with no runs",
     "neusight-s2": "the results committed on main in d58601a (21 Nov, before issue 11's work)",
     "ktt-s6": "this script run on 6c7d7ce (27 Nov, before the hierarchical roofline took local memory)",
     "kt-s6": "this script run on face11a (29 Nov, before a GPU with no runs was predicted from the hierarchical "

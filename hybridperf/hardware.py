@@ -176,6 +176,26 @@ class GPUSpec:
         return dataclasses.replace(self, **changes)
 
 
+# Compute capability 7.0 on (Volta, Turing, Ampere, Ada, Hopper): an SM of four processing blocks, each with one warp
+# scheduler and one dispatch unit issuing one warp instruction per clock (NVIDIA Tesla V100 GPU Architecture
+# whitepaper, "Volta SM Architecture"; the Turing, A100 and H100 whitepapers keep the four partitions).
+DISPATCH_PER_CYCLE_CC7 = 4.0
+
+
+def _default_issue_rate(gpu: GPUSpec) -> tuple[float, str]:
+    """The warp instructions an SM issues per cycle when the spec does not say, and why."""
+    lanes = gpu.fp32_lanes_per_sm / gpu.limits.warp_size
+    if int(gpu.compute_capability.split(".")[0]) >= 7:
+        return (max(DISPATCH_PER_CYCLE_CC7, lanes),
+                "4 processing blocks x 1 warp instruction per cycle: from Volta on (compute capability >= 7.0) each SM "
+                "partition's scheduler dispatches one warp instruction per clock (NVIDIA V100, Turing, A100, H100 "
+                "architecture whitepapers), so a 64-lane part issues FP32 at 2 per cycle (its fp32 level) and other "
+                "instructions beside them; the INT32 pipe's own limit is not modelled")
+    return (lanes, "FP32 lanes / warp size: every warp instruction at the FP32 pipe's rate, the issue assumption of "
+                   "MWP-CWP's issue_cycles (seed 002's 4 cycles = 32 lanes / 8 SPs); before Volta a scheduler's second "
+                   "dispatch unit needs an independent instruction of the same warp, which the counts do not say")
+
+
 def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float | None, str]]:
     """The value each optional machine parameter takes when a spec leaves it out, and why."""
     kepler = gpu.compute_capability.startswith("3.")
@@ -192,10 +212,7 @@ def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float | None, str]]:
         "l1_bytes_per_cycle_per_sm": (32.0 * bank_bytes,
                                       "equal to the shared-memory bandwidth: L1 and shared memory are one SRAM "
                                       "array (Kepler, Volta and later; NVIDIA architecture whitepapers)"),
-        "issue_per_cycle_per_sm": (gpu.fp32_lanes_per_sm / gpu.limits.warp_size,
-                                   "FP32 lanes / warp size: every warp instruction at the FP32 pipe's rate, the "
-                                   "issue assumption of MWP-CWP's issue_cycles (seed 002's 4 cycles = 32 lanes / 8 "
-                                   "SPs) and of the issue floor the property tests hold every model to"),
+        "issue_per_cycle_per_sm": _default_issue_rate(gpu),
         "launch_overhead_us": (DEFAULT_LAUNCH_OVERHEAD_US,
                                "a few microseconds from launch to completion of an empty kernel on recent NVIDIA "
                                "GPUs (gpu-benches gpu-small-kernels); timings taken through a framework add more, "

@@ -127,7 +127,7 @@ def test_optional_machine_parameters_default_and_say_so(tmp_path: Path) -> None:
     assert "l2_bandwidth_gbs" not in text  # the shipped TITAN V spec gives none: every value is a default
     assert g.l2_bandwidth_gbs == pytest.approx(3 * g.dram_bandwidth_gbs)
     assert g.smem_bytes_per_cycle_per_sm == 128 and g.l1_bytes_per_cycle_per_sm == 128
-    assert g.issue_per_cycle_per_sm == g.fp32_lanes_per_sm / 32
+    assert g.fp32_lanes_per_sm == 64 and g.issue_per_cycle_per_sm == 4  # Volta: 4 partitions x 1 dispatch per cycle
     assert g.sources["model.l2_bandwidth_gbs"].startswith("default:")
     assert load_gpu("gtx-680").smem_bytes_per_cycle_per_sm == 256  # Kepler: 64-bit banks
     p = tmp_path / "given.toml"

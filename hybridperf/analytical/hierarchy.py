@@ -187,7 +187,10 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
 
     Per block (W = warps per block, w = warp size, per-thread counts from the descriptor):
     C_issue = (comp + sfu + global + spill insts) W / issue rate (``issue_per_cycle_per_sm``; by
-    default the FP32 lane rate w / ``issue_cycles``, MWP-CWP's issue assumption);
+    default 4 from compute capability 7.0, one warp instruction per cycle from each scheduler of the SM's four
+    partitions (V100, Turing, A100, H100 whitepapers), before it the FP32 lane rate, MWP-CWP's issue assumption;
+    measured / modelled time of the Kernel Tuner convolution, medians: A100 1.94 -> 2.64, RTX 2080 Ti and TITAN RTX
+    2.38 / 2.71 -> 2.68 / 3.06 at 2 -> 4, beside the 128-lane GA10x parts' 2.31 / 2.88; the INT32 pipe not modelled);
     C_fp32 = max(fp_insts W w, flops x threads / 2) / FP32 lanes; C_sfu = sfu_insts W w / SFU lanes;
     C_smem = max(smem_insts W, smem bytes / ``smem_bytes_per_cycle_per_sm``) (one warp access per cycle,
     wide vectors take several); C_lsu = max(global + spill insts, sector bytes /

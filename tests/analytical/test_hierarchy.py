@@ -27,11 +27,31 @@ def test_one_full_wave_of_fp32_work_by_hand() -> None:
     # 8 resident blocks of 8 warps per SM (2048 threads / 256); 108 x 8 blocks is exactly one wave.
     prof = _fma_profile(108 * 8)
     h = hierarchy(prof, GPU)
-    # Issue level: 1000 instructions x 8 warps x 8 blocks / (64 lanes / 32) per cycle = 32,000 cycles.
-    cycles = 1000 * 8 * 8 / 2
+    # FP32 level: 1000 FMAs x 8 warps x 8 blocks x 32 lanes / 64 FP32 lanes = 32,000 cycles (the four
+    # schedulers could issue them twice as fast: 16,000 cycles).
+    cycles = 1000 * 8 * 8 * 32 / 64
     assert h.full_waves[0] == 1 and h.tail_fraction[0] == 0
-    assert LEVELS[h.limiter[0]] == "issue"
+    assert LEVELS[h.limiter[0]] == "fp32"
     assert h.time_ms[0] == pytest.approx(cycles / (GPU.core_clock_mhz * 1e3) + GPU.launch_overhead_us * 1e-3)
+
+
+def test_volta_and_later_issue_other_instructions_beside_fp32_by_hand() -> None:
+    """From compute capability 7.0 an SM's four schedulers each dispatch one warp instruction per cycle while
+    its 64 FP32 lanes take two FP32 warp instructions per cycle (V100, Turing and A100 whitepapers): half FMAs and
+    half other instructions run at the FP32 rate of the FMAs alone. Before Volta (P100, cc 6.0: 64 lanes) every
+    instruction goes at the FP32 lanes' rate, twice the time."""
+    mixed = _fma_profile(108 * 8, fp_insts=500.0)  # 1000 instructions per thread, 500 of them FP32
+    h = hierarchy(mixed, GPU)
+    issue, fp32 = 1000 * 64 / 4, 500 * 64 * 32 / 64  # cycles per SM: 8 blocks x 8 warps
+    assert issue == fp32 == 16_000
+    overhead = GPU.launch_overhead_us * 1e-3
+    assert h.time_ms[0] - overhead == pytest.approx(fp32 / (GPU.core_clock_mhz * 1e3))
+    assert h.time_ms[0] - overhead == pytest.approx((hierarchy(_fma_profile(108 * 8, comp_insts=500.0), GPU).time_ms[0]
+                                                     - overhead))  # the other 500 cost nothing extra
+    p100 = load_gpu("tesla-p100-pcie-16gb")  # 56 SMs, 64 lanes, cc 6.0: 2048 threads per SM, 8 blocks
+    hp = hierarchy(_fma_profile(56 * 8, fp_insts=500.0), p100)
+    assert LEVELS[hp.limiter[0]] == "issue"
+    assert hp.time_ms[0] - p100.launch_overhead_us * 1e-3 == pytest.approx(1000 * 64 / 2 / (p100.core_clock_mhz * 1e3))
 
 
 def test_tail_wave_costs_a_whole_wave_per_busiest_sm() -> None:

@@ -2,8 +2,9 @@
 
 Floors of a launch (independent of every model): DRAM bytes / peak DRAM bandwidth, FLOPs / peak
 FP32 rate, and issue-limited instruction time, every warp instruction (``comp_insts`` + global
-memory instructions) issued at the SM's FP32 lane rate (warp_size / fp32_lanes_per_sm cycles),
-spread over the active SMs. The roofline is held to the first two only: it models FLOPs and bytes,
+memory instructions) issued at the SM's dispatch rate (``issue_per_cycle_per_sm``: 4 warp instructions per
+cycle from compute capability 7.0, one per scheduler of the four partitions; before it the FP32 lane rate,
+fp32_lanes_per_sm / warp_size), spread over the active SMs. The roofline is held to the first two only: it models FLOPs and bytes,
 not instructions. Scaled counts and the hierarchical roofline (whose issue level is that ceiling) are
 held to all three.
 """
@@ -42,7 +43,7 @@ def floors_ms(prof: KernelProfile, gpu: GPUSpec) -> dict[str, np.ndarray]:
     return {
         "dram": prof.dram_bytes / (gpu.dram_bandwidth_gbs * 1e9) * 1e3,
         "flops": prof.flops * prof.total_threads / (gpu.peak_fp32_gflops * 1e9) * 1e3,
-        "issue": insts * warps * (gpu.warp_size / gpu.fp32_lanes_per_sm) / sms / (gpu.core_clock_mhz * 1e3),
+        "issue": insts * warps / gpu.issue_per_cycle_per_sm / sms / (gpu.core_clock_mhz * 1e3),
     }
 
 

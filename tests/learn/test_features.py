@@ -106,8 +106,9 @@ def test_hierarchy_terms_are_shares_and_the_gpu_enters_as_ratios() -> None:
     assert g["gpu_dram_bytes_per_flop"] == pytest.approx(1555 / 19492)
     assert g["gpu_l2_kib_per_sm"] == pytest.approx(40960 / 108) and g["gpu_tdp_w"] == 250
     assert np.isnan(gpu_features(load_gpu("quadro-fx5600"))["gpu_tdp_w"])  # no board power in that spec
-    # The share of its peak issue rate the board power sustains: 250 W / (2.24 pJ x 7 nm) over 108 SMs x 64 lanes
-    # x 1410 MHz on the A100; below 1 on the 70 W T4; unknown without board power.
-    assert g["gpu_powered_issue_share"] == pytest.approx(250 / (2.24e-12 * 7) / (108 * 64 * 1410e6))
+    # The share of its peak issue rate the board power sustains: 250 W / (2.24 pJ x 7 nm) over 108 SMs x 4 warp
+    # instructions x 32 lanes x 1410 MHz on the A100 (four schedulers per SM); below 1 on the 70 W T4; unknown
+    # without board power.
+    assert g["gpu_powered_issue_share"] == pytest.approx(250 / (2.24e-12 * 7) / (108 * 4 * 32 * 1410e6))
     assert gpu_features(load_gpu("tesla-t4"))["gpu_powered_issue_share"] < 1
     assert np.isnan(gpu_features(load_gpu("quadro-fx5600"))["gpu_powered_issue_share"])

@@ -4,9 +4,9 @@ Floors of a launch (independent of every model): DRAM bytes / peak DRAM bandwidt
 FP32 rate, and issue-limited instruction time, every warp instruction (``comp_insts`` + global
 memory instructions) issued at the SM's dispatch rate (``issue_per_cycle_per_sm``: 4 warp instructions per
 cycle from compute capability 7.0, one per scheduler of the four partitions; before it the FP32 lane rate,
-fp32_lanes_per_sm / warp_size), spread over the active SMs. The roofline is held to the first two only: it models FLOPs and bytes,
-not instructions. Scaled counts and the hierarchical roofline (whose issue level is that ceiling) are
-held to all three.
+fp32_lanes_per_sm / warp_size), spread over the active SMs. The roofline is held to the first two only: it
+models FLOPs and bytes, not instructions. Scaled counts and the hierarchical roofline (whose issue level is that
+ceiling) are held to all three.
 """
 from __future__ import annotations
 

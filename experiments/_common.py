@@ -13,6 +13,16 @@ RESULTS = ROOT / "experiments" / "results"
 SHARED = ROOT.parent / "shared" / "data" / "raw"
 
 
+def neusight_ops() -> pd.DataFrame:
+    """NeuSight's ops with a descriptor and GPUs with a spec: every op but its conv, whose cuDNN algorithms vary
+    with the shape (the shipped ``neusight-ops`` dataset, all rows)."""
+    from hybridperf.datasets import load_dataset
+    from hybridperf.hardware import gpu_names
+
+    d = load_dataset("neusight-ops")
+    return d[(d.kernel != "neusight-conv") & d.gpu.isin(set(gpu_names()))]
+
+
 def git_commit(where: Path = ROOT) -> str:
     """The short commit of the checkout holding ``where`` (default: this one)."""
     try:

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED  # noqa: E402
+from _common import RESULTS, SHARED, neusight_ops  # noqa: E402
 
 from hybridperf.analytical.run import TIME_MODELS  # noqa: E402
 from hybridperf.datasets import load_dataset  # noqa: E402
@@ -191,9 +191,7 @@ def aiwc_s2() -> list[dict]:
 
 def _ops() -> tuple[pd.DataFrame, pd.DataFrame]:
     """NeuSight's ops with a descriptor: all but its conv, whose cuDNN algorithms vary with the shape."""
-    rows = training_rows(load_dataset("neusight-ops"))
-    rows = rows[(rows.kernel != "neusight-conv") & rows.gpu.isin(set(gpu_names()))].reset_index(drop=True)
-    rows = rows.dropna(axis=1, how="all")  # the conv's size columns
+    rows = training_rows(neusight_ops()).reset_index(drop=True).dropna(axis=1, how="all")  # the conv's sizes
     return rows, analytical_features(rows)
 
 

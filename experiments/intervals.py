@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED, header, md_table  # noqa: E402
+from _common import RESULTS, SHARED, header, md_table, neusight_ops  # noqa: E402
 
 from hybridperf.datasets import load_dataset  # noqa: E402
 from hybridperf.evaluation.evaluate import ape_metrics, interval_metrics  # noqa: E402
@@ -58,12 +58,6 @@ def _neusight() -> pd.DataFrame:
     return _with_spec(load_dataset("neusight-gemm"))
 
 
-def _ops() -> pd.DataFrame:
-    """NeuSight's elementwise, softmax and layernorm ops (its conv has no descriptor)."""
-    d = _with_spec(load_dataset("neusight-ops"))
-    return d[d.kernel != "neusight-conv"]
-
-
 def cases() -> Iterator[Case]:
     """(case, split, subset, data loader, split options); subset "each" = one line per GPU of the test rows."""
     gemm_gpus = sorted(_neusight().gpu.unique())
@@ -80,9 +74,9 @@ def cases() -> Iterator[Case]:
     for gpu in sorted(load_dataset("kt-convolution").gpu.unique()):
         yield "kt-convolution", "S6", gpu, lambda: load_dataset("kt-convolution"), {"holdout": gpu}
     for gpu in gemm_gpus:
-        yield "neusight-ops", "S2", gpu, lambda g=gpu: _ops().query("gpu == @g"), {}
+        yield "neusight-ops", "S2", gpu, lambda g=gpu: neusight_ops().query("gpu == @g"), {}
     for gpu in gemm_gpus:
-        yield "neusight-ops", "S6", gpu, _ops, {"holdout": gpu}
+        yield "neusight-ops", "S6", gpu, neusight_ops, {"holdout": gpu}
     yield "new-user", "default", "each", new_user_rows, {}
 
 

@@ -184,16 +184,16 @@ DISPATCH_PER_CYCLE_CC7 = 4.0
 
 def _default_issue_rate(gpu: GPUSpec) -> tuple[float, str]:
     """The warp instructions an SM issues per cycle when the spec does not say, and why."""
-    lanes = gpu.fp32_lanes_per_sm / gpu.limits.warp_size
     if int(gpu.compute_capability.split(".")[0]) >= 7:
-        return (max(DISPATCH_PER_CYCLE_CC7, lanes),
+        return (DISPATCH_PER_CYCLE_CC7,
                 "4 processing blocks x 1 warp instruction per cycle: from Volta on (compute capability >= 7.0) each SM "
                 "partition's scheduler dispatches one warp instruction per clock (NVIDIA V100, Turing, A100, H100 "
                 "architecture whitepapers), so a 64-lane part issues FP32 at 2 per cycle (its fp32 level) and other "
                 "instructions beside them; the INT32 pipe's own limit is not modelled")
-    return (lanes, "FP32 lanes / warp size: every warp instruction at the FP32 pipe's rate, the issue assumption of "
-                   "MWP-CWP's issue_cycles (seed 002's 4 cycles = 32 lanes / 8 SPs); before Volta a scheduler's second "
-                   "dispatch unit needs an independent instruction of the same warp, which the counts do not say")
+    return (gpu.fp32_lanes_per_sm / gpu.limits.warp_size,
+            "FP32 lanes / warp size: every warp instruction at the FP32 pipe's rate, the issue assumption of MWP-CWP's "
+            "issue_cycles (seed 002's 4 cycles = 32 lanes / 8 SPs); before Volta a scheduler's second dispatch unit "
+            "needs an independent instruction of the same warp, which the counts do not say")
 
 
 def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float | None, str]]:

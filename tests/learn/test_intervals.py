@@ -248,3 +248,37 @@ def test_a_kernel_never_trained_takes_its_own_fixed_difficulty() -> None:
     assert hw[2] == pytest.approx(ci.quantile("kernel|0", 0.9) * 0.125)
     np.testing.assert_allclose(with_fixed_sigma(np.full(3, 4.0), r, 0.5, None, None, 0.125), [4.0, 0.5, 0.125])
     _check_fixed_sigma_in_files("sigma_unseen_kernel", 0.125)
+
+
+def test_beyond_the_trained_sizes_a_kernel_with_forward_scores_takes_its_own_curve() -> None:
+    """Mondrian by kernel beyond a trained GPU's sizes: a kernel whose own forward scores fill a band takes their
+    quantile there (wider or narrower than the pooled curve), beyond its last scored band grows as the pooled curve
+    does, and a kernel without enough scores of its own keeps the pooled curve."""
+    ci = _intervals(**{"kernel:hard|1": _scores(0.4, seed=9), "kernel:easy|1": _scores(0.02, seed=10),
+                       "kernel:rare|1": _scores(0.4, n=10, seed=11)})
+    q1, q2 = (conformal_half_width(ci.scores[f"seen|{b}"], 0.9) for b in (1, 2))
+    hard = conformal_half_width(ci.scores["kernel:hard|1"], 0.9)
+    easy = conformal_half_width(ci.scores["kernel:easy|1"], 0.9)
+    assert _hw(ci, kernel="k", ood_size_factor=2.0) == pytest.approx(q1)
+    assert _hw(ci, kernel="rare", ood_size_factor=2.0) == pytest.approx(q1)  # 10 scores: under min_bin
+    assert _hw(ci, kernel="hard", ood_size_factor=2.0) == pytest.approx(hard) and hard > 2 * q1
+    # no kernel bin inside the trained sizes: band 0 keeps seen|0, so the easy kernel rises from it to its own level
+    base = conformal_half_width(ci.scores["seen|0"], 0.9)
+    assert _hw(ci, kernel="easy", ood_size_factor=2.0) == pytest.approx(max(easy, base))
+    # 4x (band 2, no scores of its own): the band-1 level times the pooled curve's growth from band 1 to band 2
+    assert _hw(ci, kernel="hard", ood_size_factor=4.0) == pytest.approx(hard * q2 / q1)
+    factors = np.array([1.0, 1.3, 2.0, 3.0, 4.0, 8.0, 64.0])
+    for kernel in ("hard", "easy", "k"):
+        hw = ci.half_width(np.zeros((len(factors), 1)), _reasons(len(factors), ood_size_factor=factors),
+                           pd.Series([kernel] * len(factors)), 0.9)
+        assert (np.diff(hw) >= -1e-12).all()
+
+
+def test_forward_scores_of_a_trained_gpu_also_key_their_kernels_bin() -> None:
+    from hybridperf.learn.intervals import bin_keys
+
+    r = _reasons(3, ood_size_factor=np.array([1.0, 3.0, 3.0]), ood_gpu=np.array([False, False, True]))
+    keys = bin_keys(r, pd.Series(["a", "a", "a"]))
+    assert keys[0] == ["seen|0", "kernel:a"]
+    assert keys[1] == ["seen|2", "kernel:a|2"]
+    assert keys[2] == ["gpu|2"]  # a GPU never trained on keeps its own curve

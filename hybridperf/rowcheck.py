@@ -96,9 +96,10 @@ def check_rows(rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | Non
     parameters of the kernels that have a descriptor (an importer checks names its own way)."""
     n = len(rows)
     bad, reasons, examples = np.zeros(n, dtype=bool), np.full(n, "", dtype=object), {}
-    row_kernels = rows["kernel"].astype(str).to_numpy()
-    for name in np.unique(row_kernels):
-        idx = np.flatnonzero(row_kernels == name)
+    # factorize hashes the names (np.unique sorts every row's string: 8 % of predict_rows on 200k rows)
+    kernel_codes, kernel_names = pd.factorize(rows["kernel"].astype(str).to_numpy(), sort=True)
+    for code, name in enumerate(kernel_names):
+        idx = np.flatnonzero(kernel_codes == code)
         try:
             desc = resolve_kernels([name], kernels)[name]
         except HybridperfError:
@@ -113,7 +114,7 @@ def check_rows(rows: pd.DataFrame, kernels: Mapping[str, KernelDescriptor] | Non
     missing = []
     reason = ("runs on a GPU without a spec (to include them, write one, docs/gpu-spec-format.md, and put its "
               "folder on $HYBRIDPERF_GPU_PATH)")
-    for gpu in np.unique(gpus) if names else ():
+    for gpu in np.sort(pd.unique(gpus)) if names else ():
         try:
             load_gpu(gpu)
         except HybridperfError:

@@ -123,8 +123,8 @@ def add_baseline(features: pd.DataFrame, kernels: np.ndarray, mapping: Mapping[s
     """Copy of ``features`` with :data:`BASELINE_COLUMN`: each row's kernel's chosen baseline (log ms)."""
     out = features.copy(deep=False)  # a new column only: the data is shared, not copied
     col = np.full(len(out), np.nan)
-    uniq, inv = np.unique(np.asarray(kernels).astype(str), return_inverse=True)
-    chosen = np.array([mapping.get(k, fallback) for k in uniq], dtype=object)[inv.reshape(-1)]
+    inv, uniq = pd.factorize(np.asarray(kernels).astype(str))
+    chosen = np.array([mapping.get(k, fallback) for k in uniq], dtype=object)[inv]
     for name in set(mapping.values()) | {fallback}:
         sel = chosen == name
         col[sel] = features[baseline_column(name)].to_numpy(dtype=np.float64)[sel]

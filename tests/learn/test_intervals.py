@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from hybridperf.learn.domain import REASON_COLUMNS
-from hybridperf.learn.intervals import ConformalIntervals, conformal_half_width, with_fixed_sigma
+from hybridperf.learn.intervals import ConformalIntervals, bin_keys, conformal_half_width, with_fixed_sigma
 from hybridperf.learn.model import predict_rows, train_model
 
 
@@ -274,8 +274,6 @@ def test_beyond_the_trained_sizes_a_kernel_with_forward_scores_takes_its_own_cur
 
 
 def test_forward_scores_of_a_trained_gpu_also_key_their_kernels_bin() -> None:
-    from hybridperf.learn.intervals import bin_keys
-
     r = _reasons(3, ood_size_factor=np.array([1.0, 3.0, 3.0]), ood_gpu=np.array([False, False, True]))
     keys = bin_keys(r, pd.Series(["a", "a", "a"]))
     assert keys[0] == ["seen|0", "kernel:a"]

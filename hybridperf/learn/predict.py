@@ -14,6 +14,7 @@ from hybridperf.kernel import KernelDescriptor, load_kernel, registered_kernel
 from hybridperf.learn.domain import REASON_COLUMNS, out_of_domain, reason_text
 from hybridperf.learn.features import analytical_features
 from hybridperf.rowcheck import check_column_names, drop_bad_rows
+from hybridperf.sweep import without_attrs
 
 if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
@@ -200,7 +201,7 @@ def predict_spread(model: TrainedModel, rows: pd.DataFrame, levels: Sequence[flo
     """(predicted times, log-space half widths at ``levels``: rows x levels), the same numbers as
     :func:`predict_rows` gives in ``time_ms`` and the :func:`half_width_column` columns, without its
     labels and sentences (what a ranking scan needs of every configuration)."""
-    rows, _, X, reasons = _prepared(model, rows, features, kernels, reasons=len(levels) > 0)
+    rows, _, X, reasons = _prepared(model, without_attrs(rows), features, kernels, reasons=len(levels) > 0)
     pred = model.estimator.predict(X)
     if reasons is None:  # the time alone
         return pred, np.empty((len(pred), 0))
@@ -315,6 +316,8 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     counting them (:func:`check_prediction_rows`; the result keeps the index of the rows it predicts). Callers
     whose rows are already checked, or that pass ``features`` aligned with them, pass ``check=False``.
     """
+    if isinstance(rows, pd.DataFrame):
+        rows = without_attrs(rows)  # a loaded sweep's provenance, deep-copied by every pandas operation on it
     if check:
         rows = _checked_request(model, rows, coverage, levels, features, kernels)
     rows, feats, X, reasons = _prepared(model, rows, features, kernels)

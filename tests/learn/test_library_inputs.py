@@ -159,3 +159,31 @@ def test_a_recording_filtered_to_some_kernels_trains() -> None:
     n = train_model(part, booster_params={"n_estimators": 5}).metadata["n_rows"]
     assert n > 0 and n == train_model(part.drop(columns="size.ITERS"),
                                       booster_params={"n_estimators": 5}).metadata["n_rows"]
+
+
+class _CountsCopies:
+    """An attrs value that counts how often pandas deep-copies it (once per operation on a frame carrying it)."""
+    copies = 0
+
+    def __deepcopy__(self, memo):
+        type(self).copies += 1
+        return self
+
+
+def test_a_loaded_sweeps_attrs_are_not_copied_through_prediction(model) -> None:
+    """A sweep read from a file carries its provenance in ``attrs``, which pandas deep-copies into every frame
+    derived from it: predict_rows and analytical_features work on a shallow copy without them, give the same
+    numbers, and leave the caller's attrs in place."""
+    from hybridperf.learn.features import analytical_features
+
+    plain = predict_rows(model, ROWS)
+    rows = ROWS.copy()
+    marker = _CountsCopies()
+    rows.attrs = {"provenance": {"source": "test"}, "marker": marker}
+    _CountsCopies.copies = 0
+    tagged = predict_rows(model, rows)
+    feats = analytical_features(rows)
+    assert _CountsCopies.copies == 0
+    pd.testing.assert_frame_equal(tagged, plain)
+    pd.testing.assert_frame_equal(feats, analytical_features(ROWS))
+    assert rows.attrs["marker"] is marker and not tagged.attrs and not feats.attrs

@@ -9,17 +9,19 @@ import pandas as pd
 
 from hybridperf.sweep import param_columns, param_name, size_column
 
-__all__ = ["DEFAULTED_COLUMN", "FEW_RUNS_SHARE", "GAP_FLAG", "REASON_COLUMNS", "factor_text", "out_of_domain",
-           "percent_text",
-           "reason_text", "size_columns", "training_domain"]
+__all__ = ["DEFAULTED_COLUMN", "FEW_RUNS_SHARE", "GAP_FLAG", "REASON_COLUMNS", "combination_codes", "factor_text",
+           "out_of_domain", "percent_text", "reason_text", "size_columns", "training_domain"]
 
 _CLOSED_SET_MAX = 256  # a config parameter with more distinct training values is stored as a range
+# A kernel trained with more distinct configurations (combinations of its config values) keeps none of them: a tuned
+# sweep's space, where each configuration to predict is new and the random folds calibrate just that.
+_COMBINATIONS_MAX = 4096
 # Importers name the config parameters they could not read from the source (and so left to the
 # descriptor's defaults) in this column, comma-separated.
 DEFAULTED_COLUMN = "info.defaulted"
 # The out-of-domain reasons, one column each (see out_of_domain).
 REASON_COLUMNS = ("ood_kernel", "ood_gpu", "ood_few_runs", "ood_size_factor", "ood_size_gap", "ood_config",
-                  "ood_defaulted", "ood_regime")
+                  "ood_combination", "ood_defaulted", "ood_regime")
 # A size between the trained ones at least this factor from the nearest trained value is named a reason (its
 # interval keeps the in-domain width: measured in hybridperf.learn.intervals.ConformalIntervals).
 GAP_FLAG = 1.25
@@ -69,10 +71,35 @@ def training_domain(rows: pd.DataFrame, regimes: np.ndarray | None = None,
             if len(v):
                 d["configs"][col] = ({"values": sorted(float(x) for x in v)} if len(v) <= _CLOSED_SET_MAX
                                      else {"range": [float(v.min()), float(v.max())]})
+        if d["configs"]:
+            combos = np.unique(combination_codes(g, sorted(d["configs"])))
+            if len(combos) <= _COMBINATIONS_MAX:
+                d["combinations"] = [int(c) for c in combos]
         if codes is not None:
             d["regimes"] = sorted(float(r) for r in codes.loc[g.index].dropna().unique())
         out[str(kernel)] = d
     return out
+
+
+def combination_codes(rows: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """One integer (under 2**53, exact in JSON) per row for its combination of the values in the config ``columns``
+    (a column the rows lack, or an empty cell, counts as NaN): the same values give the same code in every process
+    (pandas' keyed hash of each value, chained over the columns in order)."""
+    h = np.zeros(len(rows), dtype=np.uint64)
+    for col in columns:
+        v = (pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=np.float64) if col in rows.columns
+             else np.full(len(rows), np.nan))
+        h = pd.util.hash_array(h ^ pd.util.hash_array(v))
+    return (h >> np.uint64(11)).astype(np.int64)
+
+
+def _given(rows: pd.DataFrame, idx: np.ndarray, columns: list[str]) -> np.ndarray:
+    """Whether each row at ``idx`` gives a number in every config column of ``columns``."""
+    ok = np.ones(len(idx), dtype=bool)
+    for col in columns:
+        ok &= (np.isfinite(pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64))
+               if col in rows.columns else False)
+    return ok
 
 
 def _size_values(rows: pd.DataFrame, idx: np.ndarray, key: str) -> np.ndarray | None:
@@ -174,15 +201,18 @@ def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
     far beyond the trained sizes (1 inside, 2 = twice the largest or half the smallest); ``ood_size_gap``:
     inside them, how far from the nearest trained value (1 for a trained value or an untracked size, 2 = a
     size trained at N and 4N asked at 2N: an interpolation; :data:`GAP_FLAG` and more is named a reason);
-    ``ood_config``: config values never trained (``NAME=VALUE`` list); ``ood_defaulted``: config
+    ``ood_config``: config values never trained (``NAME=VALUE`` list); ``ood_combination``: beyond the trained
+    sizes, a configuration (the combination of its config values, all given) trained at no size, where the
+    kernel's domain keeps its configurations (up to 4,096 of them: a library's kernel choice, as cuBLAS picks a
+    tile by shape, rather than a tuned sweep's space); ``ood_defaulted``: config
     parameters the row does not give, left to the descriptor's defaults (missing, empty, or named in
     :data:`DEFAULTED_COLUMN` by an importer); ``ood_regime``: an analytical (MWP-CWP) regime never
     seen in training (needs ``regimes``, one code per row).
     """
     n = len(rows)
     out = pd.DataFrame({"ood_kernel": np.zeros(n, bool), "ood_gpu": np.zeros(n, bool), "ood_few_runs": np.zeros(n, int),
-                        "ood_size_factor": np.ones(n), "ood_size_gap": np.ones(n), "ood_regime": np.zeros(n, bool)},
-                       index=rows.index)
+                        "ood_size_factor": np.ones(n), "ood_size_gap": np.ones(n), "ood_combination": np.zeros(n, bool),
+                        "ood_regime": np.zeros(n, bool)}, index=rows.index)
     unseen = np.full(n, "", dtype=object)
     defaulted = np.full(n, "", dtype=object)
     kernels, gpus = rows["kernel"].astype(str).to_numpy(), rows["gpu"].astype(str).to_numpy()
@@ -196,7 +226,13 @@ def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
             continue
         out.iloc[idx, out.columns.get_loc("ood_gpu")] = ~np.isin(gpus[idx], d["gpus"])
         out.iloc[idx, out.columns.get_loc("ood_few_runs")] = _few_runs(gpus[idx], d.get("gpu_rows", {}))
-        out.iloc[idx, out.columns.get_loc("ood_size_factor")] = _size_factor(rows, idx, d.get("sizes", {}))
+        factor = _size_factor(rows, idx, d.get("sizes", {}))
+        out.iloc[idx, out.columns.get_loc("ood_size_factor")] = factor
+        if "combinations" in d and (beyond := factor > 1 + 1e-9).any():
+            cols = sorted(d.get("configs", {}))
+            at = idx[beyond & _given(rows, idx, cols)]  # a defaulted value: named as such, its combination unknown
+            new = ~np.isin(combination_codes(rows.iloc[at], cols), d["combinations"])
+            out.iloc[at, out.columns.get_loc("ood_combination")] = new
         out.iloc[idx, out.columns.get_loc("ood_size_gap")] = _size_gap(rows, idx, d.get("size_values", {}))
         _config_reasons(rows, idx, d.get("configs", {}), unseen, defaulted)
         _marked_defaults(rows, idx, defaulted)
@@ -252,6 +288,8 @@ def reason_text(reasons: pd.DataFrame, kernels: pd.Series, gpus: pd.Series) -> l
         (gap >= GAP_FLAG,
          lambda m: _per_value(gap[m], lambda x: f"size between trained sizes, {x:.3g}x from the nearest")),
         (config != "", lambda m: _per_value(config[m].astype(str), lambda x: f"config {x} never trained")),
+        (reasons["ood_combination"].to_numpy(dtype=bool) if "ood_combination" in reasons else np.zeros(n, bool),
+         lambda m: "config combination never trained"),
         (default != "", lambda m: _per_value(default[m].astype(str), lambda x: f"config {x} defaulted")),
         (reasons["ood_regime"].to_numpy(dtype=bool), lambda m: "analytical regime never seen in training"),
     ]

@@ -197,6 +197,14 @@ class ConformalIntervals:
     trained sizes, and the flagged test rows' 0.5-2x, on each of the five GPUs (P100: intervals up to 300x
     wide, 98.5 % coverage, Winkler 7.1 against 1.7 for a constant width).
 
+    Nor does a configuration trained at no size (``ood_combination``, beyond the sizes only) refine a bin, for the
+    same reason: as a flag raising its rows like the others it took NeuSight S2's A100 from 79.3 to 88.5 % at 90 %,
+    but its bins held the forward fits' new combinations, every one of them of new values too on the A100 (71
+    scores, normalised q90 45.5 against 4.5 unflagged), and grown with the size shift they gave the flagged rows
+    a median hi/lo of 48 (A100) to 5.6e8 (P100) and interval scores 1.15 -> 7.46 (P100), 0.47 -> 1.18 (A100)
+    (an ad hoc run of experiments/intervals.py). experiments/results/reason_errors.md shows how much worse the
+    rows it names are predicted.
+
     A size between the trained ones (``ood_size_gap`` > 1: no training row had it) is named as a reason but keeps
     the in-domain width. Giving it the width of a row that far beyond the trained range (ramped in for small gaps)
     was measured on fresh H200 and H100 runs between the recorded sizes (datasets/*-cuda-holdout, 495 runs each;

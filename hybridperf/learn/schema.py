@@ -145,6 +145,9 @@ _FEATURES = _obj({
                         _obj({"values": {**_numbers(max_items=256), "minItems": 1}}),
                         _obj({"range": _array(_FINITE, 2, minItems=2)})]}}},
         "regimes": {**_numbers(0, 1000, max_items=1000)},
+        # combination codes of the configurations trained (hybridperf.learn.domain.combination_codes)
+        "combinations": {"type": "array", "maxItems": 4096,
+                         "items": {"type": "integer", "minimum": 0, "maximum": 2**53 - 1}},
     }, required=["gpus"]) | {"patternProperties": {  # the flat layout of models trained before the sizes/configs one
         r"^size\.": _array(_FINITE, 2, minItems=2), r"^config\.": {**_numbers(max_items=256), "minItems": 1}}}},
     # The descriptors trained with: kernel name -> (descriptor name, sha256), and each TOML text once by

@@ -89,6 +89,8 @@ REHASHED: dict[str, Callable[[dict[str, Any]], None]] = {
     "columns_empty": _set("features.columns_", []),
     "baseline": _set("features.baseline_", "os.system"),
     "domain": _set("features.domain_", {"k": {"gpus": "all"}}),
+    "domain_combinations_huge": _set("features.domain_", {"k": {"gpus": ["a"], "combinations": [2**60]}}),
+    "domain_combinations_text": _set("features.domain_", {"k": {"gpus": ["a"], "combinations": "all"}}),
     "unknown_param": _set("estimator.params.evil", 1),
     "metadata_list": _set("metadata", [1, 2]),
     "n_rows": _set("metadata.n_rows", -5),

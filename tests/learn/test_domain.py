@@ -6,7 +6,14 @@ import pandas as pd
 
 from hybridperf.datasets import load_dataset
 from hybridperf.kernel import resolve_kernels
-from hybridperf.learn.domain import REASON_COLUMNS, out_of_domain, reason_text, size_columns, training_domain
+from hybridperf.learn.domain import (
+    REASON_COLUMNS,
+    combination_codes,
+    out_of_domain,
+    reason_text,
+    size_columns,
+    training_domain,
+)
 
 
 def _rows(**cols) -> pd.DataFrame:
@@ -20,9 +27,36 @@ def _train() -> pd.DataFrame:
 
 def test_domain_records_gpus_sizes_configs_and_regimes() -> None:
     d = training_domain(_train(), regimes=np.array([2.0, 2.0, 3.0]))
+    combos = d["k"].pop("combinations")
     assert d == {"k": {"gpus": ["a", "b"], "gpu_rows": {"a": 2, "b": 1}, "sizes": {"size.N": [64.0, 256.0]},
                        "size_values": {"size.N": [64.0, 128.0, 256.0]},
                        "configs": {"config.B": {"values": [32.0, 64.0, 128.0]}}, "regimes": [2.0, 3.0]}}
+    # one code per configuration trained, the same for the same values written as integers or in another order
+    again = combination_codes(pd.DataFrame({"config.B": [128, 32, 64, 32]}), ["config.B"])
+    assert combos == sorted(set(again.tolist())) and len(combos) == 3 and all(0 <= c < 2**53 for c in combos)
+
+
+def test_a_configuration_trained_at_no_size_is_named_beyond_the_trained_sizes_only() -> None:
+    """Tiles of a library's kernel choice, each value trained but not together (cuBLAS's 128x64 tile with 128
+    threads first runs above the sizes a model of the V100's NeuSight runs trained on): named beyond the sizes, where
+    the forward fits measure it, and not inside them, where a tuned sweep's every configuration is new."""
+    train = _rows(kernel=["k"] * 4, gpu=["a"] * 4, **{"size.N": [64.0, 64.0, 128.0, 128.0],
+                                                      "config.TM": [128.0, 64.0, 128.0, 64.0],
+                                                      "config.T": [256.0, 128.0, 256.0, 128.0]})
+    d = training_domain(train)
+    probe = _rows(kernel=["k"] * 4, gpu=["a"] * 4, **{"size.N": [512.0, 512.0, 96.0, 512.0],
+                                                      "config.TM": [128, 128, 128, 64.0],
+                                                      "config.T": [128, 256, 128, np.nan]})
+    r = out_of_domain(probe, d)
+    assert list(r.ood_combination) == [True, False, False, False]  # 96: inside; an empty T: defaulted instead
+    assert list(r.ood_defaulted) == ["", "", "", "T"]
+    assert list(r.ood_config) == [""] * 4  # every value was trained
+    text = reason_text(r, probe.kernel, probe.gpu)
+    assert "config combination never trained" in text[0] and "combination" not in text[1]
+    many = _rows(kernel=["k"] * 4097, gpu=["a"] * 4097, **{"size.N": [64.0] * 4097,
+                                                           "config.B": np.arange(4097.0)})
+    assert "combinations" not in training_domain(many)["k"]  # a tuned sweep's space: none kept
+    assert not out_of_domain(probe.assign(**{"config.B": 5.0}), training_domain(many)).ood_combination.any()
 
 
 def test_a_size_between_trained_sizes_is_measured_from_the_nearest_and_named_from_a_quarter_off() -> None:
@@ -56,6 +90,8 @@ def test_each_reason_has_its_own_column() -> None:
     assert list(r.ood_few_runs) == [0] * 6  # 'b' has 1 run beside 'a''s 2: not under a tenth
     np.testing.assert_allclose(r.ood_size_factor, [1, 4, 1, 1, 1, 4])  # 1024 / 256; 64 / 16
     assert list(r.ood_config) == ["", "", "", "B=48", "", ""]
+    # beyond the sizes B=64 was trained (at N=128); an empty B is named defaulted, not a new combination
+    assert list(r.ood_combination) == [False] * 6
     assert list(r.ood_defaulted) == ["", "", "", "", "", "B"]
     assert list(r.ood_regime) == [False, False, False, False, False, True]
     text = reason_text(r, probe.kernel, probe.gpu)

@@ -12,7 +12,7 @@ from hybridperf.learn.model import predict_rows, train_model
 
 def _reasons(n: int, **cols) -> pd.DataFrame:
     base = {"ood_kernel": False, "ood_gpu": False, "ood_few_runs": 0, "ood_size_factor": 1.0, "ood_size_gap": 1.0,
-            "ood_config": "",
+            "ood_config": "", "ood_combination": False,
             "ood_defaulted": "", "ood_regime": False}
     base.update(cols)
     return pd.DataFrame({c: np.broadcast_to(base[c], n) for c in REASON_COLUMNS})

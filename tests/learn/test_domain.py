@@ -176,3 +176,23 @@ def test_each_rows_reasons_depend_on_that_row_alone_whatever_the_order_of_kernel
     alone = pd.concat([out_of_domain(ask.iloc[[i]], d) for i in range(len(ask))])
     pd.testing.assert_frame_equal(batch, alone)
     assert batch["ood_gpu"].any() and not batch["ood_gpu"].all()
+
+
+def test_configuration_codes_keep_the_value_stored_model_files_hold() -> None:
+    """Model files store these codes: a pandas release that hashed values differently would make every stored
+    configuration look new beyond the trained sizes. The code of (A=128, B=64), written by models/default.json's
+    training (pandas 3.1.1), must read the same under whichever pandas runs the tests."""
+    rows = pd.DataFrame({"config.A": [128.0, 128], "config.B": [64.0, 64]})
+    assert combination_codes(rows, ["config.A", "config.B"]).tolist() == [1503671557175321] * 2
+    assert combination_codes(rows, ["config.B", "config.A"]).tolist() != [1503671557175321] * 2  # order is part of it
+
+
+def test_the_shipped_models_configurations_are_its_training_runs() -> None:
+    """models/default.json's NeuSight GEMM configurations, recomputed from the runs it was trained on."""
+    from hybridperf.learn.model import load_model
+    from hybridperf.sweep import training_rows
+    from tests.paths import REPO
+
+    d = load_model(REPO / "models" / "default.json").features.domain_["neusight-gemm"]
+    rows = training_rows(load_dataset("neusight-gemm"))
+    assert d["combinations"] == np.unique(combination_codes(rows, sorted(d["configs"]))).tolist()

@@ -85,21 +85,23 @@ def combination_codes(rows: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """One integer (under 2**53, exact in JSON) per row for its combination of the values in the config ``columns``
     (a column the rows lack, or an empty cell, counts as NaN): the same values give the same code in every process
     (pandas' keyed hash of each value, chained over the columns in order)."""
-    h = np.zeros(len(rows), dtype=np.uint64)
-    for col in columns:
-        v = (pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=np.float64) if col in rows.columns
-             else np.full(len(rows), np.nan))
-        h = pd.util.hash_array(h ^ pd.util.hash_array(v))
+    return _codes(_config_values(rows, columns))
+
+
+def _config_values(rows: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """The rows' numeric values of ``columns`` (rows x columns; NaN where a column is missing or a cell empty)."""
+    out = np.full((len(rows), len(columns)), np.nan)
+    for j, col in enumerate(columns):
+        if col in rows.columns:
+            out[:, j] = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=np.float64)
+    return out
+
+
+def _codes(values: np.ndarray) -> np.ndarray:
+    h = np.zeros(values.shape[0], dtype=np.uint64)
+    for j in range(values.shape[1]):
+        h = pd.util.hash_array(h ^ pd.util.hash_array(np.ascontiguousarray(values[:, j])))
     return (h >> np.uint64(11)).astype(np.int64)
-
-
-def _given(rows: pd.DataFrame, idx: np.ndarray, columns: list[str]) -> np.ndarray:
-    """Whether each row at ``idx`` gives a number in every config column of ``columns``."""
-    ok = np.ones(len(idx), dtype=bool)
-    for col in columns:
-        ok &= (np.isfinite(pd.to_numeric(rows[col].iloc[idx], errors="coerce").to_numpy(dtype=np.float64))
-               if col in rows.columns else False)
-    return ok
 
 
 def _size_values(rows: pd.DataFrame, idx: np.ndarray, key: str) -> np.ndarray | None:
@@ -229,10 +231,10 @@ def out_of_domain(rows: pd.DataFrame, domain: Mapping[str, Mapping[str, Any]],
         factor = _size_factor(rows, idx, d.get("sizes", {}))
         out.iloc[idx, out.columns.get_loc("ood_size_factor")] = factor
         if "combinations" in d and (beyond := factor > 1 + 1e-9).any():
-            cols = sorted(d.get("configs", {}))
-            at = idx[beyond & _given(rows, idx, cols)]  # a defaulted value: named as such, its combination unknown
-            new = ~np.isin(combination_codes(rows.iloc[at], cols), d["combinations"])
-            out.iloc[at, out.columns.get_loc("ood_combination")] = new
+            v = _config_values(rows.iloc[idx[beyond]], sorted(d.get("configs", {})))
+            given = np.isfinite(v).all(axis=1)  # a defaulted value: named as such, its combination unknown
+            new = ~np.isin(_codes(v[given]), d["combinations"])
+            out.iloc[idx[beyond][given], out.columns.get_loc("ood_combination")] = new
         out.iloc[idx, out.columns.get_loc("ood_size_gap")] = _size_gap(rows, idx, d.get("size_values", {}))
         _config_reasons(rows, idx, d.get("configs", {}), unseen, defaulted)
         _marked_defaults(rows, idx, defaulted)

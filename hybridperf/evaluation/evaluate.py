@@ -112,8 +112,10 @@ def _fit_method(method: str, rows: pd.DataFrame, y: np.ndarray, feats: pd.DataFr
     plain = {cov: est.predict_interval(X, cov) for cov in (0.8, 0.9)}
     if method != "hybrid":
         return method, pred, _interval_columns(plain, y[te])
-    out = {cov: predict_rows(model, rows.iloc[te], cov, features=feats.iloc[te], check=False)[["lo_ms", "hi_ms"]]
+    out = {cov: predict_rows(model, rows.iloc[te], cov, features=feats.iloc[te], check=False)[["time_ms", "lo_ms",
+                                                                                                "hi_ms"]]
            for cov in (0.8, 0.9)}
+    pred = out[0.9]["time_ms"].to_numpy()  # with the donor stacks of GPUs with few runs (hybridperf.learn.donors)
     cols = _interval_columns({cov: (o["lo_ms"].to_numpy(), o["hi_ms"].to_numpy()) for cov, o in out.items()}, y[te])
     cols.update(_interval_columns({0.9: plain[0.9]}, y[te], prefix="plain_"))
     ft = model.features

@@ -234,6 +234,9 @@ class ConformalIntervals:
     # (:func:`hybridperf.learn.shortlist.held_out_hit_curves`): the odds `rank` states for its shortlist.
     # None: not measured (a model file written before them).
     shortlist_hits: Mapping[str, Mapping[str, Any]] | None = None
+    # Per (kernel, GPU with few runs), how the model's predictions there combine with its predictions on the
+    # kernel's well-trained GPUs (:mod:`hybridperf.learn.donors`), fitted on the same held-out fits as the bins.
+    donor_stacks: Mapping[tuple[str, str], Any] = field(default_factory=dict)
     _cache: dict[Any, float] = field(default_factory=dict, compare=False, repr=False)
 
     def sigma(self, X: Any, reasons: pd.DataFrame | None = None) -> FloatArray:
@@ -417,6 +420,7 @@ class ConformalIntervals:
 
     def to_dict(self) -> dict[str, Any]:
         """The scores per bin and the difficulty booster as JSON values (for the model file)."""
+        from hybridperf.learn.donors import stacks_to_dict
         from hybridperf.learn.persist import booster_to_json, encode_array
 
         return {"version": INTERVALS_VERSION, "scores": {k: encode_array(v) for k, v in sorted(self.scores.items())},
@@ -427,11 +431,13 @@ class ConformalIntervals:
                 **({} if self.shortlist_hits is None else {"shortlist_hits": {
                     k: {**{f: [float(x) for x in v[f]] for f in ("q", "p", "groups")},
                         **({} if v.get("rho") is None else {"rho": float(v["rho"])})}
-                    for k, v in sorted(self.shortlist_hits.items())}})}
+                    for k, v in sorted(self.shortlist_hits.items())}}),
+                **({} if not self.donor_stacks else {"donor_stacks": stacks_to_dict(self.donor_stacks)})}
 
     @classmethod
     def from_dict(cls, doc: Any, n_features: int) -> ConformalIntervals:
         """The intervals :meth:`to_dict` described (a ModelFileError if malformed or of an older layout)."""
+        from hybridperf.learn.donors import stacks_from_dict
         from hybridperf.learn.persist import ModelFileError, booster_from_json, decode_array
 
         if not isinstance(doc, dict) or not isinstance(doc.get("scores"), dict):
@@ -455,7 +461,7 @@ class ConformalIntervals:
         return cls(scores=scores, shift_ref={str(k): float(v) for k, v in refs.items()}, difficulty=difficulty,
                    difficulty_columns=tuple(cols), min_bin=int(doc.get("min_bin", 30)),
                    shortlist_hits=None if "shortlist_hits" not in doc else _shortlist_hits(doc["shortlist_hits"]),
-                   **fixed)
+                   donor_stacks=stacks_from_dict(doc.get("donor_stacks", [])), **fixed)
 
 
 def _shortlist_hits(doc: Any) -> dict[str, dict[str, Any]]:

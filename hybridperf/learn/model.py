@@ -335,9 +335,17 @@ def fit_model(pipe: Pipeline, rows: pd.DataFrame, y: np.ndarray, *, features: pd
     if est.coverage is not None:
         intervals = fit_intervals(est, X, y, rows, feats["regime"].to_numpy(), groups=groups,
                                   random_state=random_state, unseen_baseline=unseen,
-                                  size_cols=size_columns(rows, kernels))
+                                  size_cols=size_columns(rows, kernels),
+                                  donors=lambda pos, gpu: _design_on(feature_step, rows.iloc[pos], gpu, kernels))
     est.heldout_ = {}  # training-time only: not needed to predict, not saved
     return TrainedModel(pipeline=pipe, intervals=intervals)
+
+
+def _design_on(feature_step: SweepFeatures, rows: pd.DataFrame, gpu: str,
+               kernels: Mapping[str, KernelDescriptor]) -> pd.DataFrame:
+    """The design matrix of ``rows`` run on ``gpu`` instead (a donor of a GPU with few runs, learn/donors.py)."""
+    moved = rows.assign(gpu=gpu).reset_index(drop=True)
+    return feature_step.transform(moved, features=analytical_features(moved, kernels=kernels))
 
 
 def _metadata(rows: pd.DataFrame, n_sweep: int, reg: Any, tuning: Mapping[str, Any], log_err: np.ndarray,

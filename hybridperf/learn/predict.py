@@ -19,8 +19,8 @@ from hybridperf.sweep import without_attrs
 if TYPE_CHECKING:
     from hybridperf.learn.model import TrainedModel
 
-__all__ = ["check_prediction_rows", "half_width_column", "model_kernels", "predict_rows", "predict_spread",
-           "rows_to_predict"]
+__all__ = ["check_prediction_rows", "half_width_column", "log_times_on", "model_kernels", "predict_rows",
+           "predict_spread", "rows_to_predict", "stacked_times"]
 
 _LIMITER_NAMES = {0.0: "warps", 1.0: "registers", 2.0: "shared memory", 3.0: "blocks"}
 
@@ -195,6 +195,31 @@ def _prepared(model: TrainedModel, rows: pd.DataFrame, features: pd.DataFrame | 
     return rows, feats, X, why
 
 
+def log_times_on(model: TrainedModel, rows: pd.DataFrame,
+                 kernels: Mapping[str, KernelDescriptor] | None = None) -> np.ndarray:
+    """The estimator's log predictions of ``rows``, their features computed (no donor stack: what a donor GPU's
+    rows take in :func:`stacked_times`)."""
+    rows, descs = model_kernels(model, rows.reset_index(drop=True), kernels)
+    X = model.features.transform(rows, features=analytical_features(rows, kernels=descs))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(model.estimator.predict(X))
+
+
+def stacked_times(model: TrainedModel, rows: pd.DataFrame, pred: np.ndarray,
+                  kernels: Mapping[str, KernelDescriptor] | None = None) -> np.ndarray:
+    """The estimator's predictions ``pred`` of ``rows`` with those of a GPU with few runs of their kernel combined
+    with the kernel's well-trained GPUs' (the model's donor stacks, :mod:`hybridperf.learn.donors`); ``pred`` itself
+    where the model has none."""
+    from hybridperf.learn.donors import apply_donor_stacks
+
+    stacks = {} if model.intervals is None else model.intervals.donor_stacks
+    if not stacks:
+        return pred
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_pred = np.log(np.asarray(pred, dtype=np.float64))
+    return np.exp(apply_donor_stacks(stacks, rows, log_pred, lambda r: log_times_on(model, r, kernels)))
+
+
 def predict_spread(model: TrainedModel, rows: pd.DataFrame, levels: Sequence[float], *,
                    features: pd.DataFrame | None = None,
                    kernels: Mapping[str, KernelDescriptor] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -202,7 +227,7 @@ def predict_spread(model: TrainedModel, rows: pd.DataFrame, levels: Sequence[flo
     :func:`predict_rows` gives in ``time_ms`` and the :func:`half_width_column` columns, without its
     labels and sentences (what a ranking scan needs of every configuration)."""
     rows, _, X, reasons = _prepared(model, without_attrs(rows), features, kernels, reasons=len(levels) > 0)
-    pred = model.estimator.predict(X)
+    pred = stacked_times(model, rows, model.estimator.predict(X), kernels)
     if reasons is None:  # the time alone
         return pred, np.empty((len(pred), 0))
     if model.intervals is not None:
@@ -244,10 +269,15 @@ def _checked_request(model: Any, rows: Any, coverage: Any, levels: Sequence[Any]
 
 
 def _times_and_intervals(model: TrainedModel, rows: pd.DataFrame, X: Any, reasons: pd.DataFrame,
-                         coverage: float | None, levels: Sequence[float]) -> tuple[Any, Any, Any, Any]:
+                         coverage: float | None, levels: Sequence[float],
+                         kernels: Mapping[str, KernelDescriptor] | None = None) -> tuple[Any, Any, Any, Any]:
     """(time, interval low, high, half widths at ``levels`` or None) of the rows, as :func:`predict_rows` gives."""
     est = model.estimator
     pred, lo, hi = est.predict_with_interval(X, coverage)
+    stacked = stacked_times(model, rows, pred, kernels)
+    if stacked is not pred:  # the interval moves with the time (adaptive ones are made around it below)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lo, hi, pred = lo * (stacked / pred), hi * (stacked / pred), stacked
     cov = est.coverage if coverage is None else coverage
     unseen = reasons["ood_kernel"].to_numpy(dtype=bool)
     widths = None
@@ -321,7 +351,7 @@ def predict_rows(model: TrainedModel, rows: pd.DataFrame, coverage: float | None
     if check:
         rows = _checked_request(model, rows, coverage, levels, features, kernels)
     rows, feats, X, reasons = _prepared(model, rows, features, kernels)
-    pred, lo, hi, widths = _times_and_intervals(model, rows, X, reasons, coverage, levels)
+    pred, lo, hi, widths = _times_and_intervals(model, rows, X, reasons, coverage, levels, kernels)
     out = pd.DataFrame(index=rows.index)
     out["time_ms"] = pred
     out["lo_ms"] = lo

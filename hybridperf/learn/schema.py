@@ -229,6 +229,10 @@ _INTERVALS = _obj({
         "p": _array({"type": "number", "minimum": 0, "maximum": 1}, 64, minItems=1),
         "groups": _array({"type": "number", "minimum": 1, "maximum": 1e12}, 64, minItems=1),
         "rho": {"type": "number", "exclusiveMinimum": -1, "exclusiveMaximum": 1}}, required=["q", "p", "groups"])},
+    # hybridperf.learn.donors; absent in files written before it and where no GPU has few runs
+    "donor_stacks": _array(_obj({
+        "kernel": _NAME, "gpu": _NAME, "donors": _array(_NAME, 1000, minItems=1),
+        "weights": _array({"type": "number", "minimum": 0, "maximum": 1}, 1001, minItems=2), "level": _LOG}), 10_000),
 }, required=["scores"])
 
 _METADATA = _obj({

@@ -1,7 +1,7 @@
 """Calibrating the product's intervals: held-out residuals for each kind of shift, a difficulty model, bins."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -10,7 +10,8 @@ from sklearn.model_selection import GroupKFold, KFold
 
 from hybridperf.learn.baseline import BASELINE_COLUMN
 from hybridperf.learn.booster import set_prediction_threads
-from hybridperf.learn.domain import FEW_RUNS_SHARE, out_of_domain, training_domain
+from hybridperf.learn.domain import out_of_domain, training_domain
+from hybridperf.learn.donors import DonorStack, few_run_pairs, fit_donor_stack
 from hybridperf.learn.folds import Split, forward_splits
 from hybridperf.learn.intervals import ConformalIntervals, bin_keys, with_fixed_sigma
 from hybridperf.learn.shortlist import held_out_hit_curves
@@ -80,25 +81,22 @@ def _group_splits(labels: np.ndarray, rng: np.random.Generator) -> list[Split]:
 
 
 def _few_runs_splits(rows: pd.DataFrame, rng: np.random.Generator, partition: int = 0) -> list[Split]:
-    """Where a GPU has few runs of a kernel (see :data:`FEW_RUNS_SHARE`): 5 folds over those runs,
+    """Where a GPU has few runs of a kernel (:func:`hybridperf.learn.donors.few_run_pairs`): 5 folds over those runs,
     each predicted by a fit on every other row (its other runs kept, the rest capped), so that the
     GPU's own held-out runs calibrate it (exchangeable with its other runs, unlike any other GPU's).
     ``partition`` seeds the folds; partitions after the first (see :data:`FEW_RUNS_PARTITIONS`) cover only the
     GPUs with fewer than :data:`FEW_RUNS_REPEAT_BELOW` such runs."""
     out: list[Split] = []
     kernels, gpus = rows["kernel"].astype(str).to_numpy(), rows["gpu"].astype(str).to_numpy()
-    for kernel in np.unique(kernels):
-        runs = pd.Series(gpus[kernels == kernel]).value_counts()
-        for gpu in runs[runs < FEW_RUNS_SHARE * runs.max()].index:
-            mine = np.flatnonzero((kernels == kernel) & (gpus == gpu))
-            if len(mine) < 10 or (partition > 0 and len(mine) >= FEW_RUNS_REPEAT_BELOW):
-                continue
-            others = np.flatnonzero(~((kernels == kernel) & (gpus == gpu)))
-            for _, te in KFold(n_splits=5, shuffle=True, random_state=partition).split(mine):
-                keep = np.setdiff1d(mine, mine[te])
-                room = max(CALIBRATION_ROWS - len(keep), 0)
-                rest = rng.choice(others, room, replace=False) if len(others) > room else others
-                out.append((np.union1d(rest, keep), mine[te]))
+    for kernel, gpu, mine, _ in few_run_pairs(kernels, gpus):
+        if partition > 0 and len(mine) >= FEW_RUNS_REPEAT_BELOW:
+            continue
+        others = np.flatnonzero(~((kernels == kernel) & (gpus == gpu)))
+        for _, te in KFold(n_splits=5, shuffle=True, random_state=partition).split(mine):
+            keep = np.setdiff1d(mine, mine[te])
+            room = max(CALIBRATION_ROWS - len(keep), 0)
+            rest = rng.choice(others, room, replace=False) if len(others) > room else others
+            out.append((np.union1d(rest, keep), mine[te]))
     return out
 
 
@@ -175,7 +173,8 @@ def _reused_forward(est: Any, groups: np.ndarray | None) -> np.ndarray | None:
 def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, regimes: np.ndarray, *,
                           groups: np.ndarray | None = None, random_state: int = 0,
                           unseen_baseline: str | None = None,
-                          size_cols: Mapping[str, tuple[str, ...]] | None = None) -> pd.DataFrame:
+                          size_cols: Mapping[str, tuple[str, ...]] | None = None,
+                          donor_rows: tuple[pd.DataFrame, np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
     """Held-out log residuals of the estimator's settings for each kind of shift, one row each:
     ``row`` (position in ``rows``), ``family`` (``random`` folds, ``forward`` fits of the largest
     size band, ``frontier`` fits beyond the smaller sizes (:func:`_frontier_splits`), ``gpu`` /
@@ -189,7 +188,11 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
     ``unseen_baseline`` (the model's ``features.baseline_``), not from its own baseline, which was chosen
     on its own runs. Without that, the fits held out the two matmuls of the recorded GH100 runs with their
     scaled-counts baseline (seed 004's counts, meaningful only once calibrated) and scored 3.6e5x errors
-    that a kernel never trained does not make (the fallback, the hierarchical roofline, is within 2x)."""
+    that a kernel never trained does not make (the fallback, the hierarchical roofline, is within 2x).
+
+    ``donor_rows`` (design rows, the training row each stands for, the donor GPU it is on: :func:`_donor_design`)
+    adds, to each row of the ``few`` and ``few-repeat`` fits, the same fit's log prediction of that run on each donor
+    GPU (column ``donor:<gpu>``): a prediction of the donor made without the held-out run, as the stacks need."""
     held = getattr(est, "heldout_", {})
     rows = rows.reset_index(drop=True)
     logy = np.log(np.asarray(y, dtype=np.float64))
@@ -225,8 +228,24 @@ def calibration_residuals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.Dat
             if len(lost) and unseen_baseline is not None and BASELINE_COLUMN in X.columns:
                 Xf = X.copy()
                 Xf.iloc[lost, Xf.columns.get_loc(BASELINE_COLUMN)] = X[unseen_baseline].to_numpy()[lost]
-            pred = reuse if reused else est.held_out_log_predict(Xf, y, [(tr, te)])
-            parts.append((family, te, logy[te] - pred[te], _reasons(rows, regimes, tr, te, size_cols)))
+            extra: dict[str, np.ndarray] = {}
+            if donor_rows is not None and family in ("few", "few-repeat"):
+                # The donors' rows of the held-out runs, appended to the test rows of the same fit (never trained).
+                design, source, gpu_of = donor_rows
+                ext = np.flatnonzero(np.isin(source, te))
+                both = est.held_out_log_predict(pd.concat([Xf, design.iloc[ext]], ignore_index=True),
+                                                np.concatenate([y, np.asarray(y)[source[ext]]]),
+                                                [(tr, np.concatenate([te, len(Xf) + np.arange(len(ext))]))])
+                pred, appended = both[:len(Xf)], both[len(Xf):]
+                where = pd.Series(np.arange(len(te)), index=te)
+                for d in np.unique(gpu_of[ext]):
+                    on = gpu_of[ext] == d
+                    col = np.full(len(te), np.nan)
+                    col[where[source[ext[on]]].to_numpy()] = appended[on]
+                    extra[f"donor:{d}"] = col
+            else:
+                pred = reuse if reused else est.held_out_log_predict(Xf, y, [(tr, te)])
+            parts.append((family, te, logy[te] - pred[te], _reasons(rows, regimes, tr, te, size_cols).assign(**extra)))
     frames = [r.reset_index(drop=True).assign(row=te, family=fam, residual=res) for fam, te, res, r in parts]
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["row", "family", "residual"])
     return table[np.isfinite(table["residual"].to_numpy(dtype=np.float64))].reset_index(drop=True)
@@ -255,10 +274,58 @@ def _one_score_per_run(keys: list[list[str]], families: np.ndarray, runs: np.nda
             keys[i][:] = [k for k in keys[i] if k != "few|0"]
 
 
+def _donor_design(rows: pd.DataFrame, donors: Callable[[np.ndarray, str], pd.DataFrame]) -> tuple[
+        pd.DataFrame, np.ndarray, np.ndarray] | None:
+    """The design rows of each GPU with few runs of a kernel on each of its donors (:mod:`hybridperf.learn.donors`),
+    the training row each stands for and the donor GPU; None where no GPU has few runs or its kernel no donor.
+    ``donors(positions, gpu)``: the design matrix of those training rows on that GPU."""
+    kernels, gpus = rows["kernel"].astype(str).to_numpy(), rows["gpu"].astype(str).to_numpy()
+    blocks, source, gpu_of = [], [], []
+    for _, _, mine, names in few_run_pairs(kernels, gpus):
+        for d in names:
+            blocks.append(donors(mine, d))
+            source.append(mine)
+            gpu_of.append(np.full(len(mine), d, dtype=object))
+    if not blocks:
+        return None
+    return pd.concat(blocks, ignore_index=True), np.concatenate(source), np.concatenate(gpu_of)
+
+
+def _donor_stacks(table: pd.DataFrame, rows: pd.DataFrame,
+                  logy: np.ndarray) -> tuple[dict[tuple[str, str], DonorStack], pd.DataFrame]:
+    """The donor stack of each GPU with few runs of a kernel (:mod:`hybridperf.learn.donors`), fitted on its runs as
+    the ``few`` fits that held them out predicted them, on it and on each donor (the table's ``donor:<gpu>``
+    columns), and ``table`` with those runs' ``few`` and ``few-repeat`` residuals those of the stack (the ``few|0``
+    bin calibrates the prediction the model makes there) and without their random-fold rows (predicted by the
+    model's own fit alone; the ``few`` fits score every run once already)."""
+    kernels, gpus = rows["kernel"].astype(str).to_numpy(), rows["gpu"].astype(str).to_numpy()
+    fam, at = table["family"].to_numpy(), table["row"].to_numpy(dtype=int)
+    res = table["residual"].to_numpy(dtype=np.float64).copy()
+    keep = np.ones(len(table), dtype=bool)
+    stacks: dict[tuple[str, str], DonorStack] = {}
+    for kernel, gpu, mine, names in few_run_pairs(kernels, gpus):
+        cols = [f"donor:{d}" for d in names]
+        first = np.flatnonzero((fam == "few") & np.isin(at, mine))
+        if not names or not len(first) or not all(c in table for c in cols):
+            continue
+        donor_pred = table[cols].to_numpy(dtype=np.float64)
+        fit = fit_donor_stack(logy[at[first]], logy[at[first]] - res[first], donor_pred[first])
+        if fit is None:
+            continue
+        stacks[(kernel, gpu)] = DonorStack(donors=tuple(names), weights=fit[0], level=fit[1])
+        sel = np.flatnonzero(np.isin(fam, ("few", "few-repeat")) & np.isin(at, mine))
+        stacked = fit[1] + np.column_stack([logy[at[sel]] - res[sel], donor_pred[sel]]) @ np.asarray(fit[0])
+        res[sel] = logy[at[sel]] - stacked  # NaN where a donor could not predict the run: dropped
+        keep[(fam == "random") & np.isin(at, mine)] = False
+    out = table.assign(residual=res)[keep]
+    return stacks, out[np.isfinite(out["residual"].to_numpy(dtype=np.float64))].reset_index(drop=True)
+
+
 def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, regimes: np.ndarray, *,
                   groups: np.ndarray | None = None, random_state: int = 0,
                   unseen_baseline: str | None = None,
-                  size_cols: Mapping[str, tuple[str, ...]] | None = None) -> ConformalIntervals | None:
+                  size_cols: Mapping[str, tuple[str, ...]] | None = None,
+                  donors: Callable[[np.ndarray, str], np.ndarray] | None = None) -> ConformalIntervals | None:
     """Normalised Mondrian conformal intervals for a fitted HybridRegressor (see ConformalIntervals).
 
     Residuals come from held-out fits of the estimator's own settings (:func:`calibration_residuals`):
@@ -271,14 +338,17 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     The random folds' predictions also measure how often the predicted-fastest share of each (kernel, GPU, sizes) group
     held its fastest run (:func:`hybridperf.learn.shortlist.held_out_hit_curves`: the odds of `rank`).
     ``X`` is the estimator's design matrix of the training ``rows`` (times ``y``); ``regimes`` their
-    MWP-CWP regime codes. None when the estimator kept no held-out predictions (coverage=None).
+    MWP-CWP regime codes. None when the estimator kept no held-out predictions (coverage=None). ``donors``
+    (positions of training rows, a GPU -> the design matrix of those rows on that GPU) fits the donor stacks of
+    GPUs with few runs (:func:`_donor_stacks`), kept in the intervals' ``donor_stacks``.
     """
     if "random" not in getattr(est, "heldout_", {}):
         return None
     rows = rows.reset_index(drop=True)
     regimes = np.asarray(regimes, dtype=np.float64)
+    design = None if donors is None else _donor_design(rows, donors)
     table = calibration_residuals(est, X, y, rows, regimes, groups=groups, random_state=random_state,
-                                  unseen_baseline=unseen_baseline, size_cols=size_cols)
+                                  unseen_baseline=unseen_baseline, size_cols=size_cols, donor_rows=design)
     r = np.full(len(rows), np.nan)
     rand = table[table["family"] == "random"]
     held = rand["row"].to_numpy(dtype=int)
@@ -292,6 +362,9 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
         r[held] = np.log(np.asarray(y, dtype=np.float64))[held] - est.heldout_["random_forward"][held]
     cols = tuple(i for i, c in enumerate(X.columns) if str(c).startswith(DIFFICULTY_PREFIXES))
     difficulty, sigma = fit_difficulty(X.to_numpy(dtype=np.float64)[:, list(cols)], r, random_state)
+    stacks: dict[tuple[str, str], DonorStack] = {}
+    if design is not None:  # after the difficulty, which learns from the random folds' own errors
+        stacks, table = _donor_stacks(table, rows, np.log(np.asarray(y, dtype=np.float64)))
     fixed = float(np.median(sigma)) if difficulty is not None else None  # see ConformalIntervals
     row_sigma = with_fixed_sigma(sigma[table["row"].to_numpy(dtype=int)], table, fixed, fixed, fixed, fixed)
     score = np.abs(table["residual"].to_numpy()) / row_sigma
@@ -308,4 +381,4 @@ def fit_intervals(est: Any, X: pd.DataFrame, y: np.ndarray, rows: pd.DataFrame, 
     hits = held_out_hit_curves(rows, est.heldout_["random"], np.log(np.asarray(y, dtype=np.float64)), random_state)
     return ConformalIntervals(scores=scores, shift_ref=refs, difficulty=difficulty, difficulty_columns=cols,
                               sigma_unseen_gpu=fixed, sigma_few_runs=fixed, sigma_beyond_sizes=fixed,
-                              sigma_unseen_kernel=fixed, shortlist_hits=hits)
+                              sigma_unseen_kernel=fixed, shortlist_hits=hits, donor_stacks=stacks)

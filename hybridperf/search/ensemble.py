@@ -12,6 +12,7 @@ import pandas as pd
 from hybridperf.arrays import FloatArray
 from hybridperf.learn.features import analytical_features
 from hybridperf.learn.model import TrainedModel
+from hybridperf.learn.predict import stacked_times
 from hybridperf.sweep import param_columns
 
 __all__ = ["LOOP_BOOSTER", "LOOP_ROUNDS", "SIGMA_DEFAULT", "Bag", "FeaturePool", "fit_bag", "log_predict",
@@ -89,9 +90,10 @@ def param_grid_coordinates(rows: pd.DataFrame) -> npt.NDArray[np.float64]:
 
 def log_predict(model: TrainedModel, pool: FeaturePool, idx: npt.ArrayLike) -> FloatArray:
     """log of predict_rows' ``time_ms`` for pool rows ``idx``."""
-    X = pd.DataFrame(pool.matrix(model)[np.asarray(idx, dtype=np.int64)], columns=list(model.feature_columns))
+    idx = np.asarray(idx, dtype=np.int64)
+    X = pd.DataFrame(pool.matrix(model)[idx], columns=list(model.feature_columns))
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log(model.estimator.predict(X))
+        return np.log(stacked_times(model, pool.rows.iloc[idx], model.estimator.predict(X)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,6 +91,14 @@ REHASHED: dict[str, Callable[[dict[str, Any]], None]] = {
     "domain": _set("features.domain_", {"k": {"gpus": "all"}}),
     "domain_combinations_huge": _set("features.domain_", {"k": {"gpus": ["a"], "combinations": [2**60]}}),
     "domain_combinations_text": _set("features.domain_", {"k": {"gpus": ["a"], "combinations": "all"}}),
+    # a GPU with few runs predicted through its donors (hybridperf.learn.donors): a weight out of range, weights
+    # not summing to 1, the GPU its own donor
+    "donor_weight_range": _set("intervals.donor_stacks", [{"kernel": "k", "gpu": "a", "donors": ["b"],
+                                                           "weights": [0.5, 2.0], "level": 0.0}]),
+    "donor_weight_sum": _set("intervals.donor_stacks", [{"kernel": "k", "gpu": "a", "donors": ["b"],
+                                                         "weights": [0.2, 0.2], "level": 0.0}]),
+    "donor_self": _set("intervals.donor_stacks", [{"kernel": "k", "gpu": "a", "donors": ["a"],
+                                                   "weights": [0.5, 0.5], "level": 0.0}]),
     "unknown_param": _set("estimator.params.evil", 1),
     "metadata_list": _set("metadata", [1, 2]),
     "n_rows": _set("metadata.n_rows", -5),

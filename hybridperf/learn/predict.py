@@ -199,8 +199,7 @@ def log_times_on(model: TrainedModel, rows: pd.DataFrame,
                  kernels: Mapping[str, KernelDescriptor] | None = None) -> np.ndarray:
     """The estimator's log predictions of ``rows``, their features computed (no donor stack: what a donor GPU's
     rows take in :func:`stacked_times`)."""
-    rows, descs = model_kernels(model, rows.reset_index(drop=True), kernels)
-    X = model.features.transform(rows, features=analytical_features(rows, kernels=descs))
+    X = _prepared(model, rows.reset_index(drop=True), None, kernels, reasons=False)[2]
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(model.estimator.predict(X))
 

@@ -38,8 +38,9 @@ class DonorStack:
     each donor (:func:`hybridperf.learn.uncertainty.calibration_residuals`, family ``few``). Scored by the final
     model on a donor instead, a run's donor prediction had learned from the run itself (configurations are unique
     per GPU, so a leaf holding one holds a third of its rows), and the intervals calibrated on them covered 75.7 %
-    at 90 % against 80.0 % (CLBlast S4, TITAN RTX, seed 0). experiments/results/donor_stacks.md has what the
-    stacks measured."""
+    at 90 % against 80.0 % (CLBlast S4, TITAN RTX, seed 0). The intervals score each run with the stack fitted on
+    the GPU's other runs (:func:`hybridperf.learn.uncertainty._donor_stacks`). experiments/results/donor_stacks.md
+    has what the stacks measured."""
 
     donors: tuple[str, ...]
     weights: tuple[float, ...]

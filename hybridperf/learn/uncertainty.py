@@ -38,6 +38,9 @@ _FRONTIER_STEPS = (1.0,)
 # steadily and need no repeats (they would add fits: 5 per partition).
 FEW_RUNS_PARTITIONS = 3
 FEW_RUNS_REPEAT_BELOW = 200
+# A donor stack's calibration scores leave out the run they score (_donor_stacks); a GPU with more runs than this
+# leaves out one of this many folds of them instead, so that scoring costs this many stack fits, not one per run.
+_STACK_SCORE_FOLDS = 50
 
 
 def _difficulty_model(random_state: int) -> Any:
@@ -302,7 +305,8 @@ def _donor_stacks(table: pd.DataFrame, rows: pd.DataFrame,
     Each run's residual is that of the stack fitted on the GPU's other runs (leave one run out, as the jackknife+
     of Barber et al., Ann. Statist. 2021): the weights and the level are fitted to these very runs, so their
     residuals under the stack of all of them are smaller than a new run's (a median level and two or three weights
-    on 50 runs), and a quantile of them is too narrow. A run whose other runs fit no stack keeps its own residual,
+    on 50 runs), and a quantile of them is too narrow. Over :data:`_STACK_SCORE_FOLDS` runs, each of that many folds
+    of them is left out in turn (CV+, the same paper). A run whose other runs fit no stack keeps its own residual,
     as the model would predict it then. The stack kept is the one fitted on every run."""
     kernels, gpus = rows["kernel"].astype(str).to_numpy(), rows["gpu"].astype(str).to_numpy()
     fam, at = table["family"].to_numpy(), table["row"].to_numpy(dtype=int)
@@ -320,9 +324,11 @@ def _donor_stacks(table: pd.DataFrame, rows: pd.DataFrame,
         if fit is None:
             continue
         stacks[(kernel, gpu)] = DonorStack(donors=tuple(names), weights=fit[0], level=fit[1])
-        for run in np.unique(at[first]):  # each run scored by a stack fitted without it
-            sel = np.flatnonzero(np.isin(fam, ("few", "few-repeat")) & (at == run))
-            others = first[at[first] != run]
+        runs = np.unique(at[first])
+        fold = np.random.default_rng(0).permutation(len(runs)) % _STACK_SCORE_FOLDS
+        for f in np.unique(fold):  # each run scored by a stack fitted without it (see _STACK_SCORE_FOLDS)
+            sel = np.flatnonzero(np.isin(fam, ("few", "few-repeat")) & np.isin(at, runs[fold == f]))
+            others = first[~np.isin(at[first], runs[fold == f])]
             loo = fit_donor_stack(logy[at[others]], own[others], donor_pred[others])
             stacked = own[sel] if loo is None else loo[1] + np.column_stack([own[sel], donor_pred[sel]]) @ np.asarray(
                 loo[0])

@@ -173,3 +173,26 @@ def test_stack_scores_each_run_without_it_so_intervals_cover_fresh_runs() -> Non
         insample.append(np.mean(np.abs(err) <= np.sort(np.abs(logy[table["row"]] - fitted))[k - 1]))
     assert 0.885 <= np.mean(cover) <= 0.93, np.mean(cover)
     assert np.mean(insample) < np.mean(cover) - 0.015, (np.mean(insample), np.mean(cover))
+
+
+def test_stack_scores_leave_each_run_out_up_to_the_fold_count() -> None:
+    from hybridperf.learn.uncertainty import _STACK_SCORE_FOLDS, _donor_stacks
+
+    # brute force: each run's residual under the stack fitted on the other runs alone
+    runs = 40
+    assert runs <= _STACK_SCORE_FOLDS
+    rows, table, logy = _stack_table(np.random.default_rng(3), runs)
+    _, out = _donor_stacks(table, rows, logy)
+    y = logy[table["row"].to_numpy()]
+    own = y - table["residual"].to_numpy()
+    donors = table[["donor:a", "donor:c", "donor:d"]].to_numpy()
+    expect = []
+    for i in range(runs):
+        others = np.arange(runs) != i
+        weights, level = fit_donor_stack(y[others], own[others], donors[others])
+        expect.append(y[i] - (level + np.r_[own[i], donors[i]] @ np.asarray(weights)))
+    np.testing.assert_allclose(out["residual"].to_numpy(), expect, rtol=1e-12)
+    # beyond the fold count (folds of runs left out) every run still gets one finite score
+    rows, table, logy = _stack_table(np.random.default_rng(4), 3 * _STACK_SCORE_FOLDS)
+    _, out = _donor_stacks(table, rows, logy)
+    assert len(out) == 3 * _STACK_SCORE_FOLDS and np.isfinite(out["residual"]).all()

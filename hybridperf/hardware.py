@@ -61,7 +61,7 @@ MODEL_KEYS = (
 # give: each defaults (and says so in ``sources``) where a file leaves it out; see docs/gpu-spec-format.md.
 OPTIONAL_MODEL_KEYS = (
     "l2_bandwidth_gbs", "smem_bytes_per_cycle_per_sm", "l1_bytes_per_cycle_per_sm", "issue_per_cycle_per_sm",
-    "launch_overhead_us", "energy_per_inst_pj", "power_burst_ms", "block_launch_cycles",
+    "launch_overhead_us", "energy_per_inst_pj", "power_burst_ms", "block_launch_cycles", "smem_bank_ways_per_cycle",
 )
 # Measured L2-to-DRAM bandwidth ratios (gpu-benches gpu-l2-cache and gpu-cache over datasheet DRAM bandwidth:
 # A100 80GB 5482/1935 = 2.8, H100 PCIe 7758/2000 = 3.9, H200 13527/4800 = 2.8, L40 5332/864 = 6.2, V100 2440/900
@@ -119,6 +119,7 @@ class GPUSpec:
     energy_per_inst_pj: float | None = None
     power_burst_ms: float | None = None
     block_launch_cycles: float | None = None
+    smem_bank_ways_per_cycle: float | None = None
 
     def __post_init__(self) -> None:
         # Sizes and granularities the occupancy calculator divides by or fits blocks into (0 divided by zero, or
@@ -213,6 +214,8 @@ def _optional_defaults(gpu: GPUSpec) -> dict[str, tuple[float | None, str]]:
                                       "equal to the shared-memory bandwidth: L1 and shared memory are one SRAM "
                                       "array (Kepler, Volta and later; NVIDIA architecture whitepapers)"),
         "issue_per_cycle_per_sm": _default_issue_rate(gpu),
+        "smem_bank_ways_per_cycle": (1.0, "one address per bank per cycle: an n-way bank conflict takes n wavefronts "
+                                          "(CUDA C++ Programming Guide, shared memory)"),
         "launch_overhead_us": (DEFAULT_LAUNCH_OVERHEAD_US,
                                "a few microseconds from launch to completion of an empty kernel on recent NVIDIA "
                                "GPUs (gpu-benches gpu-small-kernels); timings taken through a framework add more, "

@@ -53,6 +53,10 @@ OPTIONAL_COUNTS: dict[str, str] = {
     "reread_distance_bytes": "dram_bytes",
     "l2_bytes": "dram_bytes + reread_bytes",
     "smem_bytes": "4 * (smem_loads + smem_stores) * threads_per_block * blocks",
+    # The part of smem_bytes that is not bank conflicts: the wavefronts the accesses would take with every lane's
+    # bytes in a bank of its own (default: smem_bytes, i.e. conflict-free as counted). A GPU whose banks serve more
+    # than one address per cycle (smem_bank_ways_per_cycle) pays the conflicts at that rate, never less than this.
+    "smem_conflict_free_bytes": "smem_bytes",
     # Local memory (a thread's own arrays indexed at run time, which nvcc cannot keep in registers):
     # local_bytes_per_thread is each thread's allocation (what ptxas reports as its stack frame, KTT as
     # PrivateMemorySize) and local_traffic_bytes the launch's local loads and stores. L2 serves them while the
@@ -103,6 +107,7 @@ class KernelProfile:
     reread_distance_bytes: FloatArray
     l2_bytes: FloatArray
     smem_bytes: FloatArray
+    smem_conflict_free_bytes: FloatArray
     local_bytes_per_thread: FloatArray
     local_traffic_bytes: FloatArray
 

@@ -76,12 +76,20 @@ def _per_block_cycles(p: KernelProfile, gpu: GPUSpec, st: LaunchState, spill_ins
     issue = insts * wpb / gpu.issue_per_cycle_per_sm
     fp32 = np.maximum(p.fp_insts * wpb * ws, p.flops * p.threads_per_block / 2.0) / gpu.fp32_lanes_per_sm
     sfu = p.sfu_insts * wpb * ws / gpu.sfu_per_sm
-    smem_bytes = p.smem_bytes / np.maximum(p.blocks, 1.0)
-    smem = np.maximum(p.smem_insts * wpb, smem_bytes / gpu.smem_bytes_per_cycle_per_sm)
+    smem = np.maximum(p.smem_insts * wpb, _smem_wavefront_bytes(p, gpu) / gpu.smem_bytes_per_cycle_per_sm)
     lsu_bytes = _lsu_bytes_per_warp(p, spill_insts, gpu.warp_size) * wpb
     lsu = np.maximum(np.maximum((mem + spill_insts) * wpb, lsu_bytes / gpu.l1_bytes_per_cycle_per_sm),
                      p.lsu_wavefronts * wpb)
     return [issue, fp32, sfu, smem, lsu]
+
+
+def _smem_wavefront_bytes(p: KernelProfile, gpu: GPUSpec) -> FloatArray:
+    """Shared-memory bank traffic of one block at the GPU's bank rate: the bank conflicts of ``smem_bytes`` beyond
+    ``smem_conflict_free_bytes`` take 1 / ``smem_bank_ways_per_cycle`` of their wavefronts, never fewer than the
+    conflict-free ones (ways 1: ``smem_bytes`` as counted)."""
+    blocks = np.maximum(p.blocks, 1.0)
+    free = np.minimum(p.smem_conflict_free_bytes, p.smem_bytes) / blocks
+    return np.maximum(free, p.smem_bytes / blocks / gpu.smem_bank_ways_per_cycle)
 
 
 def _global_sector_bytes_per_warp(p: KernelProfile) -> FloatArray:
@@ -193,7 +201,9 @@ def hierarchy(profile: KernelProfile, gpu: GPUSpec, *, launch: LaunchState | Non
     2.38 / 2.71 -> 2.68 / 3.06 at 2 -> 4, beside the 128-lane GA10x parts' 2.31 / 2.88; the INT32 pipe not modelled);
     C_fp32 = max(fp_insts W w, flops x threads / 2) / FP32 lanes; C_sfu = sfu_insts W w / SFU lanes;
     C_smem = max(smem_insts W, smem bytes / ``smem_bytes_per_cycle_per_sm``) (one warp access per cycle,
-    wide vectors take several); C_lsu = max(global + spill insts, sector bytes /
+    wide vectors take several), the bank conflicts of ``smem_bytes`` beyond ``smem_conflict_free_bytes`` at
+    ``smem_bank_ways_per_cycle`` addresses per bank per cycle (2 on GA10x: experiments/smem_conflicts.py);
+    C_lsu = max(global + spill insts, sector bytes /
     ``l1_bytes_per_cycle_per_sm``, ``lsu_wavefronts``) with sector bytes = coalesced x load_bytes_per_warp +
     uncoalesced x uncoal_per_mw x 32 B per warp instruction, and the L1 wavefronts (one tag lookup per cache
     line a warp access touches, one per cycle) where the descriptor counts them: the seed-004 matvec, whose

@@ -28,7 +28,7 @@ from hybridperf.sweep import param_columns, size_metric, without_attrs
 __all__ = ["FEATURE_VERSION", "PARAM_FEATURE_PREFIXES", "SweepFeatures", "analytical_features", "descriptor_params",
            "gpu_features"]
 
-FEATURE_VERSION = 7
+FEATURE_VERSION = 8
 # Columns of the "params" feature set: the parameters themselves and the GPU's datasheet fields.
 PARAM_FEATURE_PREFIXES = ("size.", "config.", "log2_size.", "gpu_")
 _LIMITERS = {"warps": 0.0, "registers": 1.0, "shared memory": 2.0, "blocks": 3.0}

@@ -227,3 +227,26 @@ def test_gtx_680_xgemm_reading_a_from_global_memory_is_slower_as_measured() -> N
     assert len(fam) == 288
     assert np.median(t[sa == 0]) > 1.5 * np.median(t[sa == 1])
     assert spearmanr(t, fam["time_ms"]).statistic > 0.6
+
+
+def test_bank_conflicts_at_the_gpu_bank_rate_by_hand() -> None:
+    """A warp access of one word per lane is one 128 B wavefront without bank conflicts and n with n-way ones
+    (smem_bytes = n x smem_conflict_free_bytes). The A100 pays each of them; a GA10x part, whose banks serve two
+    addresses a cycle (its spec's smem_bank_ways_per_cycle, from the padded twins of experiments/smem_conflicts.py),
+    pays none up to 2-way and half beyond: 4-way takes 2 wavefronts' time, 8-way 4."""
+    ga10x = load_gpu("rtx-a4000")
+    assert (GPU.smem_bank_ways_per_cycle, ga10x.smem_bank_ways_per_cycle) == (1, 2)
+
+    def smem_ms(gpu, degree: int) -> float:
+        blocks = gpu.sm_count * 8  # one wave of 8 warps per block, 8 blocks per SM
+        free = 8 * blocks * 128 * 1000.0  # 1000 shared-memory accesses per thread, one wavefront per warp access
+        prof = _fma_profile(blocks, comp_insts=1000.0, fp_insts=0.0, smem_insts=1000.0, smem_bytes=degree * free,
+                            smem_conflict_free_bytes=free)
+        return float(hierarchy(prof, gpu).smem_ms[0])
+
+    for degree, paid in ((1, 1), (2, 2), (4, 4), (8, 8)):
+        assert smem_ms(GPU, degree) == pytest.approx(paid * smem_ms(GPU, 1))
+    for degree, paid in ((1, 1), (2, 1), (4, 2), (8, 4)):
+        assert smem_ms(ga10x, degree) == pytest.approx(paid * smem_ms(ga10x, 1))
+    # Per wavefront: 8 blocks x 8 warps x 1000 accesses at 128 B over 128 B per cycle.
+    assert smem_ms(GPU, 1) == pytest.approx(8 * 8 * 1000 / (GPU.core_clock_mhz * 1e3))

@@ -87,3 +87,63 @@ def test_uci_set_is_exactly_the_constrained_space(xgemm) -> None:
     product = np.array(list(itertools.product(*(sorted(uci[p].unique()) for p in PARAMS))), dtype=float)
     mask, _ = xgemm.constraint_mask({**sizes, **{p: product[:, i] for i, p in enumerate(PARAMS)}})
     assert mask.sum() == len(uci) == 241_600
+
+
+def _wavefronts(lane_bytes: list[tuple[int, int]], conflict_free: bool = False) -> int:
+    """Shared-memory wavefronts of one warp instruction by brute force: each 4-byte word lives in bank
+    word % 32; a wavefront serves one word per bank (lanes reading the same word share it), so the
+    instruction takes as many wavefronts as the busiest bank has distinct words; ``conflict_free``: as many as
+    its distinct words need 32 banks for."""
+    words = {w for start, size in lane_bytes for w in range(start // 4, (start + size) // 4)}
+    if conflict_free:
+        return -(-len(words) // 32)
+    per_bank: dict[int, int] = {}
+    for w in words:
+        per_bank[w % 32] = per_bank.get(w % 32, 0) + 1
+    return max(per_bank.values())
+
+
+def _local_to_private_wavefronts(cfg: dict[str, int], operand: str, conflict_free: bool = False) -> int:
+    """Wavefronts of one warp's LocalToPrivateA (or B) per k, enumerated from the kernel source's indexing
+    (CLBlast xgemm_part1: apm[mi] = alm[kg*(MWG/VWM) + mg], mg = mi + get_local_id(0)*(MWI/VWM) with STRM=0,
+    get_local_id(0) + mi*MDIMC with STRM=1; B likewise with get_local_id(1), NDIMC, NWI, VWN, STRN). A lane
+    reads VW floats; a vector wider than 16 bytes is two or more 128-bit instructions, one per 16-byte part."""
+    dimc, wg, vw, strided = ((cfg["MDIMC"], cfg["MWG"], cfg["VWM"], cfg["STRM"]) if operand == "A"
+                             else (cfg["NDIMC"], cfg["NWG"], cfg["VWN"], cfg["STRN"]))
+    wi = wg // dimc
+    lanes = range(min(32, cfg["MDIMC"] * cfg["NDIMC"]))
+    ids = [lane % cfg["MDIMC"] if operand == "A" else lane // cfg["MDIMC"] for lane in lanes]
+    total = 0
+    for mi in range(wi // vw):
+        starts = [4 * vw * (i + mi * dimc if strided else mi + i * (wi // vw)) for i in ids]
+        for part in range(0, 4 * vw, 16):
+            total += _wavefronts([(s + part, min(16, 4 * vw)) for s in starts], conflict_free)
+    return total
+
+
+def test_local_to_private_bank_traffic_matches_brute_force(xgemm) -> None:
+    """The descriptor's smem_bytes and smem_conflict_free_bytes, less the tile stores, against each warp's
+    LocalToPrivate loads enumerated lane by lane, over every vector width, access order and thread count of one
+    operand staged in shared memory at 128x128 tiles (float8 vectors, two 128-bit loads each, were charged the
+    wavefronts of one before)."""
+    checked = set()
+    for operand, vw, strided, dimc, dima, dimb in itertools.product("AB", (1, 2, 4, 8), (0, 1), (8, 16, 32),
+                                                                   (8, 16, 32), (8, 16, 32)):
+        cfg = {"MWG": 128, "NWG": 128, "KWG": 32, "MDIMC": 16, "NDIMC": 16, "MDIMA": dima, "NDIMB": dimb,
+               "KWI": 2, "VWM": 1, "VWN": 1, "STRM": 0, "STRN": 0, "SA": int(operand == "A"),
+               "SB": int(operand == "B"), "M": 1024, "N": 1024, "K": 1024}
+        cfg |= ({"MDIMC": dimc, "VWM": vw, "STRM": strided} if operand == "A" else
+                {"NDIMC": dimc, "VWN": vw, "STRN": strided})
+        if not xgemm.constraint_mask(cfg)[0].all() or (operand, vw, strided, dimc) in checked:
+            continue
+        checked.add((operand, vw, strided, dimc))
+        p = xgemm.profile(cfg)
+        blocks, k = (1024 // 128) ** 2, 1024
+        stores = blocks * k * 128 * 4  # the tile's GlobalToLocal stores: contiguous bytes
+        warps = -(-cfg["MDIMC"] * cfg["NDIMC"] // 32) * blocks
+        per_warp_k = (p.smem_bytes[0] - stores) / (warps * k * 128)
+        assert per_warp_k == pytest.approx(_local_to_private_wavefronts(cfg, operand)), cfg
+        free_per_warp_k = (p.smem_conflict_free_bytes[0] - stores) / (warps * k * 128)
+        assert free_per_warp_k == pytest.approx(_local_to_private_wavefronts(cfg, operand, conflict_free=True)), cfg
+    # every width of both operands, in both access orders (MWG = 128 rules out float8 with 32 threads only)
+    assert len(checked) == 2 * (4 * 2 * 3 - 2)

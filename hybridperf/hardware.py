@@ -49,7 +49,8 @@ OPTIONAL_SPEC_KEYS = ("tdp_w", "process_nm")
 # 1000x slow) -> (low, high, the unit and an example).
 _PLAUSIBLE = {"core_clock_mhz": (50.0, 10_000.0, "MHz, e.g. 1455"), "dram_bandwidth_gbs": (1.0, 1e5, "GB/s, e.g. 900"),
               "peak_fp32_gflops": (10.0, 1e7, "GFLOP/s, e.g. 14000"), "memory_gib": (0.0625, 1e5, "GiB, e.g. 32"),
-              "sm_count": (1.0, 10_000.0, "SMs, e.g. 80")}
+              "sm_count": (1.0, 10_000.0, "SMs, e.g. 80"),
+              "smem_bank_ways_per_cycle": (1.0, 32.0, "addresses one bank serves per cycle, e.g. 1 or 2")}
 # The per-SM limit that may be 0: shared memory the driver reserves per block.
 _MAY_BE_ZERO = ("reserved_smem_per_block_bytes",)
 MODEL_KEYS = (

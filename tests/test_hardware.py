@@ -206,3 +206,17 @@ def test_a_format_version_of_true_is_no_version(tmp_path: Path) -> None:
     p.write_text(Path(load_gpu("titan-v").path).read_text().replace("format_version = 1", "format_version = true", 1))
     with pytest.raises(SpecError, match="format_version must be 1, got True"):
         load_gpu(p)
+
+
+@pytest.mark.parametrize("ways", [0.5, 64])
+def test_bank_ways_outside_one_to_a_warp_are_refused(tmp_path: Path, ways: float) -> None:
+    """Fewer than one address per bank per cycle would charge a conflict more than its wavefronts, more than 32 (a
+    warp's lanes) is no bank: both refused with the unit named; 2 (the GA10x specs) loads."""
+    text = Path(load_gpu("rtx-a4000").path).read_text()
+    assert load_gpu("rtx-a4000").smem_bank_ways_per_cycle == 2
+    p = tmp_path / "ways.toml"
+    p.write_text(text.replace("smem_bank_ways_per_cycle      = { value = 2,",
+                              f"smem_bank_ways_per_cycle = {{ value = {ways},"))
+    refused = rf"smem_bank_ways_per_cycle = {ways:g} lies outside 1 \.\. 32, .* addresses one"
+    with pytest.raises(SpecError, match=refused):
+        load_gpu(p)

@@ -13,6 +13,7 @@ Uses the datasets in datasets/ (no raw data needed).
 """
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -32,6 +33,9 @@ COMMAND = ".venv/bin/python experiments/smem_conflicts.py"
 CONV = ("block_size_x", "block_size_y", "tile_size_x", "tile_size_y", "read_only", "use_padding", "filter_width",
         "filter_height", "use_shmem", "use_cmem")
 XGEMM = ("MWG", "NWG", "KWG", "MDIMC", "NDIMC", "MDIMA", "NDIMB", "KWI", "VWM", "VWN", "STRM", "STRN", "SA", "SB")
+# sweep -> (descriptor, its parameters, the value of those a sweep left empty: the 2021 convolution caches use both)
+SWEEPS = {"kt-convolution": ("kt-convolution", CONV, {"use_shmem": 1.0, "use_cmem": 1.0}),
+          "kt-gemm-rtx": ("clblast-xgemm", XGEMM, {})}
 
 
 def _params(name: str, df: pd.DataFrame, params: tuple[str, ...], fill: dict[str, float]) -> pd.DataFrame:
@@ -43,29 +47,33 @@ def _params(name: str, df: pd.DataFrame, params: tuple[str, ...], fill: dict[str
     return pd.DataFrame(values)
 
 
-def _modelled(name: str, df: pd.DataFrame, params: pd.DataFrame, what: str) -> dict[str, np.ndarray]:
-    """``what`` (smem_ms or time_ms) of the hierarchical roofline (``analyze``: registers clamped, infeasible
-    launches NaN) per row on its own GPU: as shipped and with one address per bank per cycle (``ways 1``)."""
-    out = {"shipped": np.full(len(df), np.nan), "ways 1": np.full(len(df), np.nan)}
+@functools.cache
+def _sweep(name: str) -> tuple[pd.DataFrame, object, dict[str, pd.DataFrame]]:
+    """The ok rows of a sweep, the descriptor's profile of them and the hierarchical roofline's terms per row on its
+    own GPU (``analyze``: registers clamped, infeasible launches NaN), as shipped and with one address per bank per
+    cycle (``ways 1``), computed once for every table."""
+    kernel, params, fill = SWEEPS[name]
+    df = load_dataset(name)
+    df = df[df["status"] == "ok"].reset_index(drop=True)
+    values = _params(kernel, df, params, fill)
+    prof = load_kernel(kernel).profile({c: values[c].to_numpy() for c in values})
+    terms = {"shipped": [], "ways 1": []}
     for gpu in df["gpu"].unique():
         on = (df["gpu"] == gpu).to_numpy()
         spec = load_gpu(gpu)
         for label, s in (("shipped", spec), ("ways 1", spec.replace(smem_bank_ways_per_cycle=1.0))):
-            a = analyze(name, s, params[on].reset_index(drop=True), models=["hierarchical"])
-            out[label][on] = a.terms["hierarchical"][what].to_numpy(float)
-    return out
+            a = analyze(kernel, s, values[on].reset_index(drop=True), models=["hierarchical"])
+            terms[label].append(a.terms["hierarchical"].set_axis(np.flatnonzero(on)))
+    return df, prof, {k: pd.concat(v).sort_index() for k, v in terms.items()}
 
 
 def convolution_twins() -> pd.DataFrame:
-    df = load_dataset("kt-convolution")
-    df = df[df["status"] == "ok"].reset_index(drop=True)
-    params = _params("kt-convolution", df, CONV, {"use_shmem": 1.0, "use_cmem": 1.0})  # 2021 caches: both always on
-    prof = load_kernel("kt-convolution").profile({c: params[c].to_numpy() for c in params})
+    df, prof, terms = _sweep("kt-convolution")
     shmem = df["config.use_shmem"].fillna(1).to_numpy() == 1
     with np.errstate(invalid="ignore", divide="ignore"):
         degree = np.round(prof.smem_bytes / prof.smem_conflict_free_bytes, 2)
-    smem = _modelled("kt-convolution", df, params, "smem_ms")
-    rows = df.assign(degree=degree, m_shipped=smem["shipped"], m_ways1=smem["ways 1"])[shmem]
+    rows = df.assign(degree=degree, m_shipped=terms["shipped"]["smem_ms"].to_numpy(),
+                     m_ways1=terms["ways 1"]["smem_ms"].to_numpy())[shmem]
     twin = [f"config.{p}" for p in CONV if p != "use_padding" and f"config.{p}" in rows] + ["gpu"]
     pairs = rows[rows["config.use_padding"] == 0].merge(rows[rows["config.use_padding"] == 1], on=twin,
                                                         suffixes=("", "_p"))
@@ -79,21 +87,18 @@ def convolution_twins() -> pd.DataFrame:
 
 
 def xgemm_ratio() -> pd.DataFrame:
-    df = load_dataset("kt-gemm-rtx")
-    df = df[df["status"] == "ok"].reset_index(drop=True)
-    params = _params("clblast-xgemm", df, XGEMM, {})
-    prof = load_kernel("clblast-xgemm").profile({c: params[c].to_numpy() for c in params})
+    df, prof, terms = _sweep("kt-gemm-rtx")
     with np.errstate(invalid="ignore", divide="ignore"):
-        df["degree"] = prof.smem_bytes / prof.smem_conflict_free_bytes
-    t = _modelled("clblast-xgemm", df, params, "time_ms")
-    df = df.assign(p_shipped=t["shipped"], p_ways1=t["ways 1"])
+        degree = prof.smem_bytes / prof.smem_conflict_free_bytes
+    df = df.assign(degree=degree, p_shipped=terms["shipped"]["time_ms"].to_numpy(),
+                   p_ways1=terms["ways 1"]["time_ms"].to_numpy())
     key = [f"config.{p}" for p in XGEMM]
     wide = {v: df.pivot_table(index=key, columns="gpu", values=v) for v in ("time_ms", "p_shipped", "p_ways1")}
     deg = df[df["gpu"] == "geforce-rtx-2080-ti"].set_index(key)["degree"]
     staged = (deg.index.get_level_values("config.SA") == 1) & (deg.index.get_level_values("config.SB") == 1)
     out = []
     for other in ("geforce-rtx-3060-laptop", "titan-rtx"):
-        r = pd.DataFrame({f"{v}": np.log(wide[v][other] / wide[v]["geforce-rtx-2080-ti"]) for v in wide})
+        r = pd.DataFrame({v: np.log(wide[v][other] / wide[v]["geforce-rtx-2080-ti"]) for v in wide})
         r = r.join(deg.rename("degree")).dropna()
         r = r[r.index.isin(deg.index[staged])]
         r["band"] = np.floor(r["degree"]).clip(upper=4)
@@ -106,11 +111,9 @@ def xgemm_ratio() -> pd.DataFrame:
 
 def spearman() -> pd.DataFrame:
     out = []
-    for name, kernel, params, fill in (("kt-convolution", "kt-convolution", CONV, {"use_shmem": 1.0, "use_cmem": 1.0}),
-                                       ("kt-gemm-rtx", "clblast-xgemm", XGEMM, {})):
-        df = load_dataset(name)
-        df = df[df["status"] == "ok"].reset_index(drop=True)
-        t = _modelled(kernel, df, _params(kernel, df, params, fill), "time_ms")
+    for name in SWEEPS:
+        df, _, terms = _sweep(name)
+        t = {k: v["time_ms"].to_numpy() for k, v in terms.items()}
         for gpu, g in df.groupby("gpu"):
             i = g.index.to_numpy()
             out.append({"sweep": name, "gpu": gpu, "ways": load_gpu(gpu).smem_bank_ways_per_cycle,
